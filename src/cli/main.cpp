@@ -1,4 +1,97 @@
-// cohort: one binary, subcommands. Turns typed errors into exit codes.
+// cohort: one binary with subcommands (models, train, bench step). Library
+// code throws typed errors; only here do they become one line and an exit
+// code: 2 for bad input (file, flag, data, checkpoint), 1 for anything else.
+#include <CLI/CLI.hpp>
 #include <cstdio>
 
-int main(int argc, char** argv) { return 0; }
+#include "bench/step_bench.h"
+#include "core/error.h"
+#include "nn/models/zoo.h"
+#include "train/trainer.h"
+
+namespace {
+
+using namespace cohort;
+
+void add_train(CLI::App& app, TrainConfig& c) {
+  app.add_option("--model", c.model, "model name (see `cohort models`)");
+  app.add_option("--data", c.data, "fashion-mnist | mnist | cifar10 | synthetic");
+  app.add_option("--data-dir", c.data_dir, "folder holding the dataset files");
+  app.add_option("--epochs", c.epochs);
+  app.add_option("--batch", c.batch, "batch size per process");
+  app.add_option("--lr", c.lr, "learning rate");
+  app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw");
+  app.add_option("--momentum", c.momentum, "SGD momentum");
+  app.add_option("--weight-decay", c.weight_decay);
+  app.add_option("--schedule", c.schedule, "constant | step | cosine");
+  app.add_option("--warmup", c.warmup_steps, "linear warm-up steps");
+  app.add_option("--clip", c.clip_norm, "gradient-norm clipping (0: off)");
+  app.add_option("--threads", c.threads, "threads per process (0: all cores)");
+  app.add_option("--seed", c.seed);
+  app.add_option("--repeat", c.repeat, "repeat the training set k times per epoch");
+  app.add_option("--limit", c.limit, "use only the first N training images");
+  app.add_option("--log", c.log, "human | jsonl");
+  app.add_option("--save", c.save, "write a safetensors checkpoint after each epoch");
+  app.add_option("--load", c.load, "start from a safetensors checkpoint");
+}
+
+int list_models() {
+  std::printf("%-12s %12s  %s\n", "model", "parameters", "description");
+  for (auto& e : nn::model_names()) {
+    auto m = nn::make_model(e.name);
+    std::printf("%-12s %12lld  %s\n", e.name.c_str(), (long long)m->num_params(),
+                e.description.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cohort: distributed deep-learning training, measured"};
+  app.require_subcommand(1);
+  auto* models = app.add_subcommand("models", "list the model zoo with parameter counts");
+  TrainConfig train_cfg;
+  auto* train = app.add_subcommand("train", "train a model");
+  add_train(*train, train_cfg);
+  auto* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  StepBenchConfig step_cfg;
+  auto* step = bench->add_subcommand("step", "time training steps on synthetic input");
+  step->add_option("--model", step_cfg.model);
+  step->add_option("--batch", step_cfg.batch);
+  step->add_option("--threads", step_cfg.threads);
+  step->add_option("--steps", step_cfg.steps);
+  step->add_option("--warmup", step_cfg.warmup);
+  step->add_option("--peer", step_cfg.peer, "pytorch: run the PyTorch peer in the same run");
+  step->add_flag("--peak", step_cfg.peak, "also measure the fp32 matmul peak and the share of it");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "cohort: %s\n", e.what());
+    return 2;
+  }
+  try {
+    if (*models) return list_models();
+    if (*train) {
+      cohort::train(train_cfg);
+      return 0;
+    }
+    if (*step) {
+      run_step_bench(step_cfg);
+      return 0;
+    }
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "cohort: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cohort: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

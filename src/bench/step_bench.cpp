@@ -1,0 +1,71 @@
+#include "bench/step_bench.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "bench/peak.h"
+#include "bench/peer.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "nn/models/zoo.h"
+#include "optim/optimizer.h"
+#include "train/step.h"
+
+namespace cohort {
+
+nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg) {
+  COHORT_INPUT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
+  COHORT_INPUT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
+  COHORT_INPUT_CHECK(cfg.steps >= 1, "--steps must be at least 1, got ", cfg.steps);
+  COHORT_INPUT_CHECK(cfg.peer.empty() || cfg.peer == "pytorch", "--peer: unknown peer '",
+                     cfg.peer, "' (valid: pytorch)");
+  omp_set_num_threads(cfg.threads);
+  auto model = nn::make_model(cfg.model, 0);
+  const Shape& in = model->input_shape();
+  Dataset d = make_synthetic(cfg.batch, int(in[0]), int(in[1]), int(in[2]), 10, 7);
+  Batch batch{d.images, d.labels};
+  auto opt = make_optimizer("adam", 0, 0);
+  LocalStep step(*model, *opt, 0);
+
+  // Validate: training steps on one batch must give finite, falling loss.
+  double first = step.run(batch, 1e-3f).loss_sum;
+  for (int i = 1; i < cfg.warmup; ++i) step.run(batch, 1e-3f);
+  Timer t;
+  double last = 0;
+  for (int i = 0; i < cfg.steps; ++i) last = step.run(batch, 1e-3f).loss_sum;
+  const double secs = t.seconds();
+  COHORT_CHECK(std::isfinite(last) && last < first, "bench step: loss did not fall (", first,
+               " -> ", last, "): the step is wrong, not timing it");
+  const double ips = cfg.batch * cfg.steps / secs;
+  const double flops = 3.0 * model->forward_flops_per_image();  // fwd + bwd (data + weights)
+
+  nlohmann::ordered_json out = {{"event", "bench"}, {"model", cfg.model}, {"batch", cfg.batch},
+                        {"threads", cfg.threads}, {"steps", cfg.steps},
+                        {"images_per_second", ips}, {"gflops", ips * flops / 1e9}};
+  std::fprintf(stderr, "cohort:  %s batch %lld, %d thread(s): %.0f images/s, %.1f GFLOP/s\n",
+               cfg.model.c_str(), (long long)cfg.batch, cfg.threads, ips, ips * flops / 1e9);
+  if (cfg.peak) {
+    const double peak = measure_matmul_gflops();
+    out["matmul_peak_gflops"] = peak;
+    out["peak_share"] = ips * flops / 1e9 / peak;
+    std::fprintf(stderr, "fp32 matmul peak %.1f GFLOP/s; %s reaches %.1f%% of it\n", peak,
+                 cfg.model.c_str(), 100 * ips * flops / 1e9 / peak);
+  }
+  if (cfg.peer == "pytorch") {
+    auto p = run_peer({"step", "--model", cfg.model, "--batch", std::to_string(cfg.batch),
+                       "--threads", std::to_string(cfg.threads), "--steps",
+                       std::to_string(cfg.steps), "--warmup", std::to_string(cfg.warmup)});
+    const double pips = p.at("images_per_second").get<double>();
+    out["peer"] = "pytorch";
+    out["peer_images_per_second"] = pips;
+    out["ratio"] = ips / pips;
+    std::fprintf(stderr, "pytorch: %.0f images/s; cohort/pytorch = %.2fx\n", pips, ips / pips);
+  }
+  std::printf("%s\n", out.dump().c_str());
+  return out;
+}
+
+}  // namespace cohort

@@ -1,0 +1,152 @@
+// The layers of the model zoo. Each keeps one op instance per input shape
+// (primitives built once per shape, DESIGN: ops/), its output and its dx.
+#pragma once
+#include <map>
+
+#include "nn/module.h"
+#include "ops/batch_norm.h"
+#include "ops/conv2d.h"
+#include "ops/linear.h"
+#include "ops/pool.h"
+
+namespace cohort::nn {
+
+// src {N, H, W, Ci} -> dst {N, OH, OW, Co}; optional fused ReLU.
+class Conv2d final : public Module {
+ public:
+  Conv2d(int64_t c_in, int64_t c_out, int64_t k, int64_t stride = 1, int64_t pad = 0,
+         bool bias = true, bool relu = false);
+  std::string type() const override { return "conv2d"; }
+  Shape output_shape(const Shape& in) const override;
+  double flops(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  std::vector<Param> params() override;
+
+ private:
+  ops::ConvShape shape_for(const Shape& x) const;
+  int64_t c_in_, c_out_, k_, stride_, pad_;
+  bool bias_, relu_;
+  Tensor weight_, dweight_, b_, db_;
+  Tensor x_, y_, dy_relu_, dx_;
+  std::map<Shape, std::unique_ptr<ops::Conv2d>> ops_;
+  ops::Conv2d* op_ = nullptr;
+};
+
+// src {N, I} -> dst {N, O}; optional fused ReLU.
+class Linear final : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool relu = false);
+  std::string type() const override { return "linear"; }
+  Shape output_shape(const Shape& in) const override { return {in[0], out_}; }
+  double flops(const Shape& in) const override { return 2.0 * in_ * out_; }
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  std::vector<Param> params() override;
+
+ private:
+  int64_t in_, out_;
+  bool relu_;
+  Tensor weight_, dweight_, b_, db_;
+  Tensor x_, y_, dy_relu_, dx_;
+  std::map<int64_t, std::unique_ptr<ops::Linear>> ops_;
+  ops::Linear* op_ = nullptr;
+};
+
+class MaxPool2d final : public Module {
+ public:
+  explicit MaxPool2d(int64_t k, int64_t stride = 0) : k_(k), stride_(stride ? stride : k) {}
+  std::string type() const override { return "max_pool2d"; }
+  Shape output_shape(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ private:
+  int64_t k_, stride_;
+  Tensor y_, dx_;
+  std::map<Shape, std::unique_ptr<ops::MaxPool2d>> ops_;
+  ops::MaxPool2d* op_ = nullptr;
+};
+
+// {N, H, W, C} -> {N, C}
+class GlobalAvgPool final : public Module {
+ public:
+  std::string type() const override { return "global_avg_pool"; }
+  Shape output_shape(const Shape& in) const override { return {in[0], in[3]}; }
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ private:
+  Shape in_shape_;
+  Tensor y_, dx_;
+};
+
+// Per-channel batch-norm over NHWC; optional ReLU after it.
+class BatchNorm2d final : public Module {
+ public:
+  explicit BatchNorm2d(int64_t c, bool relu = false) : c_(c), relu_(relu) {}
+  std::string type() const override { return "batch_norm2d"; }
+  Shape output_shape(const Shape& in) const override { return in; }
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  std::vector<Param> params() override;
+  std::vector<Buffer> buffers() override;
+
+ private:
+  int64_t c_;
+  bool relu_;
+  Tensor gamma_, dgamma_, beta_, dbeta_, running_mean_, running_var_;
+  Tensor x_, y_, dy_relu_, dx_;
+  std::map<Shape, std::unique_ptr<ops::BatchNorm>> ops_;
+  ops::BatchNorm* op_ = nullptr;
+};
+
+class ReLU final : public Module {
+ public:
+  std::string type() const override { return "relu"; }
+  Shape output_shape(const Shape& in) const override { return in; }
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ private:
+  Tensor y_, dx_;
+};
+
+// Inverted dropout; `channels` drops whole feature maps of NHWC input (Dropout2d).
+class Dropout final : public Module {
+ public:
+  explicit Dropout(float p, bool channels = false) : p_(p), channels_(channels) {}
+  std::string type() const override { return channels_ ? "dropout2d" : "dropout"; }
+  Shape output_shape(const Shape& in) const override { return in; }
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ private:
+  float p_;
+  bool channels_;
+  bool active_ = false;
+  Shape shape_;
+  Tensor mask_, y_, dx_;
+};
+
+// {N, H, W, C} -> {N, C*H*W} in PyTorch's (C, H, W) order, so a following
+// Linear's weight has the same layout as in PyTorch.
+class Flatten final : public Module {
+ public:
+  std::string type() const override { return "flatten"; }
+  Shape output_shape(const Shape& in) const override { return {in[0], in[1] * in[2] * in[3]}; }
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ private:
+  Shape in_shape_;
+  Tensor y_, dx_;
+};
+
+}  // namespace cohort::nn

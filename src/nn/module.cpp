@@ -1,0 +1,38 @@
+#include "nn/module.h"
+
+#include <cmath>
+
+namespace cohort::nn {
+
+void Module::register_params(ParamRegistry& reg, const std::string& prefix) {
+  param_begin_ = reg.params->size();
+  for (auto& p : params()) reg.params->add(prefix + p.name, p.shape, p.value, p.grad);
+  for (auto& b : buffers()) reg.buffers->add(prefix + b.name, b.shape, b.value, nullptr);
+  param_end_ = reg.params->size();
+}
+
+static void apply_init(const Tensor& t, Init init, int64_t fan_in, Rng& rng) {
+  if (init == Init::kOnes) return t.fill(1.0f);
+  if (init == Init::kZeros) return t.fill(0.0f);
+  // PyTorch's default for conv and linear: kaiming_uniform(a=sqrt(5)) for the
+  // weight and the same bound for the bias, U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+  const float bound = 1.0f / std::sqrt(float(fan_in));
+  float* p = t.f32();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = rng.uniform(-bound, bound);
+}
+
+void Module::init_params(Rng& rng) {
+  for (auto& p : params()) apply_init(*p.value, p.init, p.fan_in, rng);
+  for (auto& b : buffers()) apply_init(*b.value, b.init, 1, rng);
+}
+
+void ensure(Tensor& t, const Shape& shape) {
+  if (t.data() && t.shape() == shape) return;
+  if (t.data() && t.numel() == cohort::numel(shape)) {
+    t = t.reshape(shape);
+    return;
+  }
+  t = Tensor::empty(shape);
+}
+
+}  // namespace cohort::nn

@@ -1,0 +1,84 @@
+// Module: a layer with explicit forward and backward (DESIGN principle 2).
+// forward keeps what backward needs; backward runs in reverse and, through
+// Context::grad_ready, announces each parameter range of the flat gradient
+// arena as soon as it is final, so data parallelism can reduce it while the
+// rest of backward runs. Activations are NHWC: {N, H, W, C}.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace cohort::nn {
+
+struct Context {
+  bool training = true;
+  bool accumulate = false;  // add into the gradient arena instead of overwriting it
+  Device device = Device::kCpu;
+  Rng* rng = nullptr;       // dropout masks
+  // Called with [begin, end) element offsets into the gradient arena.
+  std::function<void(int64_t, int64_t)> grad_ready;
+};
+
+// Where modules register their parameters (with gradients) and buffers
+// (batch-norm running statistics: saved, not trained).
+struct ParamRegistry {
+  Arena* params;
+  Arena* buffers;
+};
+
+// Init rules, applied after the arenas are allocated.
+enum class Init { kUniformFanIn, kOnes, kZeros };
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual std::string type() const = 0;
+  // Declares parameters as `prefix + name`; records this module's arena range.
+  virtual void register_params(ParamRegistry& reg, const std::string& prefix);
+  virtual void init_params(Rng& rng);
+  virtual Shape output_shape(const Shape& in) const = 0;
+  // Forward multiply-adds x2 for one image of this input shape ({H, W, C}).
+  virtual double flops(const Shape& in) const { return 0; }
+  virtual const Tensor& forward(const Tensor& x, Context& ctx) = 0;
+  // Returns dx (undefined when !needs_input_grad()); dy is never modified.
+  virtual const Tensor& backward(const Tensor& dy, Context& ctx) = 0;
+
+  void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
+  bool needs_input_grad() const { return needs_input_grad_; }
+  int64_t param_begin() const { return param_begin_; }
+  int64_t param_end() const { return param_end_; }
+  int64_t num_params() const { return param_end_ - param_begin_; }
+
+ protected:
+  // A parameter of this module, registered by register_params.
+  struct Param {
+    std::string name;
+    Shape shape;
+    Init init;
+    int64_t fan_in;
+    Tensor* value;
+    Tensor* grad;
+  };
+  struct Buffer {
+    std::string name;
+    Shape shape;
+    Init init;
+    Tensor* value;
+  };
+  // Subclasses list their own parameters and buffers here.
+  virtual std::vector<Param> params() { return {}; }
+  virtual std::vector<Buffer> buffers() { return {}; }
+
+  bool needs_input_grad_ = true;
+  int64_t param_begin_ = 0, param_end_ = 0;
+};
+
+// Makes `t` a tensor of `shape`, reusing its memory when the shape is unchanged.
+void ensure(Tensor& t, const Shape& shape);
+
+}  // namespace cohort::nn

@@ -1,0 +1,43 @@
+#include "core/error.h"
+#include "nn/layers.h"
+
+namespace cohort::nn {
+
+Shape MaxPool2d::output_shape(const Shape& in) const {
+  ops::PoolShape s{in[0], in[1], in[2], in[3], k_, stride_};
+  return {in[0], s.out_h(), s.out_w(), in[3]};
+}
+
+const Tensor& MaxPool2d::forward(const Tensor& x, Context& ctx) {
+  COHORT_CHECK(x.ndim() == 4 && x.dim(1) >= k_ && x.dim(2) >= k_, "max_pool2d input ",
+               shape_str(x.shape()));
+  auto& op = ops_[x.shape()];
+  if (!op) op = ops::make_max_pool2d(ctx.device, {x.dim(0), x.dim(1), x.dim(2), x.dim(3), k_, stride_});
+  op_ = op.get();
+  ensure(y_, output_shape(x.shape()));
+  ensure(dx_, x.shape());
+  op_->forward(x.f32(), y_.f32());
+  return y_;
+}
+
+const Tensor& MaxPool2d::backward(const Tensor& dy, Context&) {
+  if (needs_input_grad_) op_->backward(dy.f32(), dx_.f32());
+  return dx_;
+}
+
+const Tensor& GlobalAvgPool::forward(const Tensor& x, Context&) {
+  in_shape_ = x.shape();
+  ensure(y_, output_shape(x.shape()));
+  ops::global_avg_pool_forward(x.f32(), y_.f32(), x.dim(0), x.dim(1) * x.dim(2), x.dim(3));
+  return y_;
+}
+
+const Tensor& GlobalAvgPool::backward(const Tensor& dy, Context&) {
+  if (!needs_input_grad_) return dx_;
+  ensure(dx_, in_shape_);
+  ops::global_avg_pool_backward(dy.f32(), dx_.f32(), in_shape_[0], in_shape_[1] * in_shape_[2],
+                                in_shape_[3]);
+  return dx_;
+}
+
+}  // namespace cohort::nn

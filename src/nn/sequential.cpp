@@ -1,0 +1,147 @@
+#include "nn/sequential.h"
+
+#include "core/error.h"
+#include "ops/elementwise.h"
+
+namespace cohort::nn {
+
+Sequential& Sequential::add(const std::string& name, std::unique_ptr<Module> m) {
+  children_.emplace_back(name, std::move(m));
+  return *this;
+}
+
+void Sequential::register_params(ParamRegistry& reg, const std::string& prefix) {
+  param_begin_ = reg.params->size();
+  for (auto& [name, m] : children_) m->register_params(reg, prefix + name + ".");
+  param_end_ = reg.params->size();
+}
+
+void Sequential::init_params(Rng& rng) {
+  for (auto& c : children_) c.second->init_params(rng);
+}
+
+Shape Sequential::output_shape(const Shape& in) const {
+  Shape s = in;
+  for (auto& c : children_) s = c.second->output_shape(s);
+  return s;
+}
+
+double Sequential::flops(const Shape& in) const {
+  // Shapes here are per image {H, W, C} or {F}; children see {1, ...}.
+  double total = 0;
+  Shape s = in;
+  s.insert(s.begin(), 1);
+  for (auto& c : children_) {
+    Shape per_image(s.begin() + 1, s.end());
+    total += c.second->flops(per_image);
+    s = c.second->output_shape(s);
+  }
+  return total;
+}
+
+const Tensor& Sequential::forward(const Tensor& x, Context& ctx) {
+  return forward_range(0, children_.size(), x, ctx);
+}
+
+const Tensor& Sequential::backward(const Tensor& dy, Context& ctx) {
+  return backward_range(0, children_.size(), dy, ctx);
+}
+
+const Tensor& Sequential::forward_range(size_t begin, size_t end, const Tensor& x, Context& ctx) {
+  const Tensor* h = &x;
+  for (size_t i = begin; i < end; ++i) h = &children_[i].second->forward(*h, ctx);
+  return *h;
+}
+
+const Tensor& Sequential::backward_range(size_t begin, size_t end, const Tensor& dy,
+                                         Context& ctx) {
+  const Tensor* g = &dy;
+  for (size_t i = end; i-- > begin;) {
+    Module& m = *children_[i].second;
+    g = &m.backward(*g, ctx);
+    if (m.num_params() && ctx.grad_ready) ctx.grad_ready(m.param_begin(), m.param_end());
+  }
+  return *g;
+}
+
+Residual::Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut)
+    : branch_(std::move(branch)), shortcut_(std::move(shortcut)) {}
+
+void Residual::register_params(ParamRegistry& reg, const std::string& prefix) {
+  param_begin_ = reg.params->size();
+  branch_->register_params(reg, prefix);
+  if (shortcut_) shortcut_->register_params(reg, prefix + "downsample.");
+  param_end_ = reg.params->size();
+}
+
+void Residual::init_params(Rng& rng) {
+  branch_->init_params(rng);
+  if (shortcut_) shortcut_->init_params(rng);
+}
+
+double Residual::flops(const Shape& in) const {
+  return branch_->flops(in) + (shortcut_ ? shortcut_->flops(in) : 0);
+}
+
+const Tensor& Residual::forward(const Tensor& x, Context& ctx) {
+  x_ = x;
+  const Tensor& b = branch_->forward(x, ctx);
+  const Tensor& s = shortcut_ ? shortcut_->forward(x, ctx) : x;
+  COHORT_CHECK(b.shape() == s.shape(), "residual branch ", shape_str(b.shape()), " vs shortcut ",
+               shape_str(s.shape()));
+  ensure(y_, b.shape());
+  ops::add(b.f32(), s.f32(), y_.f32(), y_.numel());
+  ops::relu_forward(y_.f32(), y_.f32(), y_.numel());
+  return y_;
+}
+
+const Tensor& Residual::backward(const Tensor& dy, Context& ctx) {
+  ensure(dsum_, dy.shape());
+  ops::relu_backward(dy.f32(), y_.f32(), dsum_.f32(), dy.numel());
+  // Inner announcements would be finer than the whole block; the block announces once.
+  auto ready = std::move(ctx.grad_ready);
+  ctx.grad_ready = nullptr;
+  const Tensor& db = branch_->backward(dsum_, ctx);
+  ensure(dx_, x_.shape());
+  if (shortcut_) {
+    const Tensor& ds = shortcut_->backward(dsum_, ctx);
+    ops::add(db.f32(), ds.f32(), dx_.f32(), dx_.numel());
+  } else {
+    ops::add(db.f32(), dsum_.f32(), dx_.f32(), dx_.numel());
+  }
+  ctx.grad_ready = std::move(ready);
+  return dx_;
+}
+
+std::unique_ptr<Module> basic_block(int64_t c_in, int64_t c_out, int64_t stride) {
+  auto branch = std::make_unique<Sequential>();
+  branch->add<Conv2d>("conv1", c_in, c_out, 3, stride, 1, false)
+      .add<BatchNorm2d>("bn1", c_out, true)
+      .add<Conv2d>("conv2", c_out, c_out, 3, 1, 1, false)
+      .add<BatchNorm2d>("bn2", c_out);
+  std::unique_ptr<Sequential> shortcut;
+  if (stride != 1 || c_in != c_out) {
+    shortcut = std::make_unique<Sequential>();
+    shortcut->add<Conv2d>("0", c_in, c_out, 1, stride, 0, false).add<BatchNorm2d>("1", c_out);
+  }
+  return std::make_unique<Residual>(std::move(branch), std::move(shortcut));
+}
+
+std::unique_ptr<Module> bottleneck_block(int64_t c_in, int64_t width, int64_t stride) {
+  const int64_t c_out = width * 4;
+  auto branch = std::make_unique<Sequential>();
+  branch->add<Conv2d>("conv1", c_in, width, 1, 1, 0, false)
+      .add<BatchNorm2d>("bn1", width, true)
+      .add<Conv2d>("conv2", width, width, 3, stride, 1, false)
+      .add<BatchNorm2d>("bn2", width, true)
+      .add<Conv2d>("conv3", width, c_out, 1, 1, 0, false)
+      .add<BatchNorm2d>("bn3", c_out);
+  std::unique_ptr<Sequential> shortcut;
+  if (stride != 1 || c_in != c_out) {
+    shortcut = std::make_unique<Sequential>();
+    shortcut->add<Conv2d>("0", c_in, c_out, 1, stride, 0, false).add<BatchNorm2d>("1", c_out);
+  }
+  return std::make_unique<Residual>(std::move(branch), std::move(shortcut));
+}
+
+}  // namespace cohort::nn

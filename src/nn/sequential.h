@@ -1,0 +1,57 @@
+// Sequential container and the ResNet residual blocks built from it.
+#pragma once
+#include "nn/layers.h"
+
+namespace cohort::nn {
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  std::string type() const override { return "sequential"; }
+  // `name` is the parameter prefix of the child ("conv1", "layer1.0").
+  Sequential& add(const std::string& name, std::unique_ptr<Module> m);
+  template <typename M, typename... Args>
+  Sequential& add(const std::string& name, Args&&... args) {
+    return add(name, std::make_unique<M>(std::forward<Args>(args)...));
+  }
+  void register_params(ParamRegistry& reg, const std::string& prefix) override;
+  void init_params(Rng& rng) override;
+  Shape output_shape(const Shape& in) const override;
+  double flops(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  // Announces each child's gradient range through ctx.grad_ready as it completes.
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+  size_t size() const { return children_.size(); }
+  Module& child(size_t i) { return *children_[i].second; }
+  const std::string& child_name(size_t i) const { return children_[i].first; }
+  // Runs children [begin, end) only: the pieces a pipeline stage runs.
+  const Tensor& forward_range(size_t begin, size_t end, const Tensor& x, Context& ctx);
+  const Tensor& backward_range(size_t begin, size_t end, const Tensor& dy, Context& ctx);
+
+ private:
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+};
+
+// out = relu(branch(x) + shortcut(x)); the shortcut is identity or conv1x1+BN.
+class Residual final : public Module {
+ public:
+  Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut);
+  std::string type() const override { return "residual"; }
+  void register_params(ParamRegistry& reg, const std::string& prefix) override;
+  void init_params(Rng& rng) override;
+  Shape output_shape(const Shape& in) const override { return branch_->output_shape(in); }
+  double flops(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ private:
+  std::unique_ptr<Sequential> branch_, shortcut_;  // shortcut_ may be null (identity)
+  Tensor x_, y_, dsum_, dx_;
+};
+
+// ResNet blocks (torchvision naming: conv1, bn1, ..., downsample.0/.1).
+std::unique_ptr<Module> basic_block(int64_t c_in, int64_t c_out, int64_t stride);
+std::unique_ptr<Module> bottleneck_block(int64_t c_in, int64_t width, int64_t stride);
+
+}  // namespace cohort::nn

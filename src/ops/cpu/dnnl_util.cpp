@@ -1,0 +1,41 @@
+#include "ops/cpu/dnnl_util.h"
+
+namespace cohort::ops::cpu {
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream& stream() {
+  static dnnl::stream s(engine());
+  return s;
+}
+
+void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
+  COHORT_DNNL(p.execute(stream(), args); stream().wait());
+}
+
+Reorder::Reorder(const memory::desc& src, const memory::desc& dst, bool accumulate)
+    : src_md_(src), dst_md_(dst) {
+  identity_ = (src == dst) && !accumulate;
+  if (identity_) return;
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  COHORT_DNNL(prim_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), src, engine(), dst, attr)));
+}
+
+void Reorder::operator()(void* src, void* dst) {
+  if (identity_) {
+    if (src != dst) std::memcpy(dst, src, src_md_.get_size());
+    return;
+  }
+  memory s(src_md_, engine(), src), d(dst_md_, engine(), dst);
+  run(prim_, {{DNNL_ARG_FROM, s}, {DNNL_ARG_TO, d}});
+}
+
+}  // namespace cohort::ops::cpu

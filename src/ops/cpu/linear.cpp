@@ -1,0 +1,92 @@
+// Linear on oneDNN matmul. The weight {O, I} is read in place as a transposed
+// {I, O} matrix through strides, so no weight reorder happens at all; ReLU is a
+// post-op, and accumulation into the gradient arena is a sum post-op.
+#include "ops/linear.h"
+
+#include <vector>
+
+#include "ops/cpu/dnnl_util.h"
+
+namespace cohort::ops {
+namespace {
+
+using namespace cpu;
+
+class CpuLinear final : public Linear {
+ public:
+  CpuLinear(const LinearShape& s, bool relu) : s_(s) {
+    src_md_ = memory::desc({s.n, s.in}, kF32, Tag::ab);
+    dst_md_ = memory::desc({s.n, s.out}, kF32, Tag::ab);
+    w_t_md_ = memory::desc({s.in, s.out}, kF32, memory::dims{1, s.in});   // W^T view
+    w_md_ = memory::desc({s.out, s.in}, kF32, Tag::ab);                    // W
+    ddst_t_md_ = memory::desc({s.out, s.n}, kF32, memory::dims{1, s.out}); // ddst^T view
+    bias_md_ = memory::desc({1, s.out}, kF32, Tag::ab);
+    COHORT_DNNL({
+      dnnl::primitive_attr attr;
+      if (relu) {
+        dnnl::post_ops po;
+        po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(po);
+      }
+      fwd_ = dnnl::matmul(dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(src_md_, w_t_md_, bias_md_, dst_md_), attr, engine()));
+      // dsrc {N, I} = ddst {N, O} x W {O, I}
+      bwd_data_ = dnnl::matmul(
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(dst_md_, w_md_, src_md_), engine()));
+      // dW {O, I} = ddst^T {O, N} x src {N, I}
+      bwd_w_ = dnnl::matmul(
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(ddst_t_md_, src_md_, w_md_), engine()));
+      dnnl::primitive_attr sum;
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      sum.set_post_ops(po);
+      bwd_w_acc_ = dnnl::matmul(dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(ddst_t_md_, src_md_, w_md_), sum, engine()));
+    });
+    zero_bias_.assign(size_t(s.out), 0.0f);
+  }
+
+  void forward(const float* src, const float* weight, const float* bias, float* dst) override {
+    run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src)},
+               {DNNL_ARG_WEIGHTS, mem(w_t_md_, weight)},
+               {DNNL_ARG_BIAS, mem(bias_md_, bias ? bias : zero_bias_.data())},
+               {DNNL_ARG_DST, mem(dst_md_, dst)}});
+  }
+
+  void backward_data(const float* ddst, const float* weight, float* dsrc) override {
+    run(bwd_data_, {{DNNL_ARG_SRC, mem(dst_md_, ddst)},
+                    {DNNL_ARG_WEIGHTS, mem(w_md_, weight)},
+                    {DNNL_ARG_DST, mem(src_md_, dsrc)}});
+  }
+
+  void backward_weights(const float* src, const float* ddst, float* dweight, float* dbias,
+                        bool accumulate) override {
+    run(accumulate ? bwd_w_acc_ : bwd_w_, {{DNNL_ARG_SRC, mem(ddst_t_md_, ddst)},
+                                           {DNNL_ARG_WEIGHTS, mem(src_md_, src)},
+                                           {DNNL_ARG_DST, mem(w_md_, dweight)}});
+    if (!dbias) return;
+    const int64_t n = s_.n, o = s_.out;
+    if (!accumulate)
+      for (int64_t j = 0; j < o; ++j) dbias[j] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = ddst + i * o;
+#pragma omp simd
+      for (int64_t j = 0; j < o; ++j) dbias[j] += row[j];
+    }
+  }
+
+ private:
+  LinearShape s_;
+  memory::desc src_md_, dst_md_, w_t_md_, w_md_, ddst_t_md_, bias_md_;
+  dnnl::primitive fwd_, bwd_data_, bwd_w_, bwd_w_acc_;
+  std::vector<float> zero_bias_;
+};
+
+}  // namespace
+
+std::unique_ptr<Linear> make_linear(Device device, const LinearShape& shape, bool relu) {
+  COHORT_CHECK(device == Device::kCpu, "linear: only the CPU backend is built");
+  return std::make_unique<CpuLinear>(shape, relu);
+}
+
+}  // namespace cohort::ops

@@ -1,0 +1,87 @@
+// Max-pool on oneDNN (NHWC in, NHWC out, argmax kept in the primitive's
+// workspace for backward) and a plain global average pool.
+#include "ops/pool.h"
+
+#include <vector>
+
+#include "ops/cpu/dnnl_util.h"
+
+namespace cohort::ops {
+namespace {
+
+using namespace cpu;
+
+class CpuMaxPool2d final : public MaxPool2d {
+ public:
+  explicit CpuMaxPool2d(const PoolShape& s) {
+    src_md_ = memory::desc({s.n, s.c, s.h, s.w}, kF32, Tag::nhwc);
+    dst_md_ = memory::desc({s.n, s.c, s.out_h(), s.out_w()}, kF32, Tag::nhwc);
+    memory::dims k = {s.k, s.k}, st = {s.stride, s.stride}, pad = {0, 0};
+    COHORT_DNNL({
+      dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training,
+                                     dnnl::algorithm::pooling_max, src_md_, dst_md_, st, k, pad,
+                                     pad);
+      fwd_pd_ = dnnl::pooling_forward::primitive_desc(fd, engine());
+      fwd_ = dnnl::pooling_forward(fwd_pd_);
+      dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, src_md_, dst_md_, st, k, pad,
+                                      pad);
+      bwd_ = dnnl::pooling_backward(
+          dnnl::pooling_backward::primitive_desc(bd, engine(), fwd_pd_));
+      workspace_ = memory(fwd_pd_.workspace_desc(), engine());
+    });
+  }
+
+  void forward(const float* src, float* dst) override {
+    run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src)},
+               {DNNL_ARG_DST, mem(dst_md_, dst)},
+               {DNNL_ARG_WORKSPACE, workspace_}});
+  }
+
+  void backward(const float* ddst, float* dsrc) override {
+    run(bwd_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst)},
+               {DNNL_ARG_DIFF_SRC, mem(src_md_, dsrc)},
+               {DNNL_ARG_WORKSPACE, workspace_}});
+  }
+
+ private:
+  memory::desc src_md_, dst_md_;
+  dnnl::pooling_forward::primitive_desc fwd_pd_;
+  dnnl::primitive fwd_, bwd_;
+  memory workspace_;
+};
+
+}  // namespace
+
+std::unique_ptr<MaxPool2d> make_max_pool2d(Device device, const PoolShape& shape) {
+  COHORT_CHECK(device == Device::kCpu, "max_pool2d: only the CPU backend is built");
+  return std::make_unique<CpuMaxPool2d>(shape);
+}
+
+void global_avg_pool_forward(const float* src, float* dst, int64_t n, int64_t hw, int64_t c) {
+  const float scale = 1.0f / float(hw);
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    float* d = dst + i * c;
+    for (int64_t k = 0; k < c; ++k) d[k] = 0.0f;
+    for (int64_t p = 0; p < hw; ++p) {
+      const float* s = src + (i * hw + p) * c;
+#pragma omp simd
+      for (int64_t k = 0; k < c; ++k) d[k] += s[k];
+    }
+    for (int64_t k = 0; k < c; ++k) d[k] *= scale;
+  }
+}
+
+void global_avg_pool_backward(const float* ddst, float* dsrc, int64_t n, int64_t hw, int64_t c) {
+  const float scale = 1.0f / float(hw);
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t p = 0; p < hw; ++p) {
+      float* d = dsrc + (i * hw + p) * c;
+#pragma omp simd
+      for (int64_t k = 0; k < c; ++k) d[k] = ddst[i * c + k] * scale;
+    }
+  }
+}
+
+}  // namespace cohort::ops

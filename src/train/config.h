@@ -1,0 +1,30 @@
+// Everything `cohort train` is told, in one place (flags fill it; a config
+// file could too). Defaults follow the studies: Adam, lr 0.001, batch 128.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace cohort {
+
+struct TrainConfig {
+  std::string model = "mnist-small";
+  std::string data = "fashion-mnist";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int epochs = 2;
+  int64_t batch = 128;
+  float lr = 0.001f;
+  std::string optimizer = "adam";
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  std::string schedule = "constant";
+  int64_t warmup_steps = 0;
+  float clip_norm = 0.0f;
+  int threads = 0;  // 0: all cores
+  uint64_t seed = 0;
+  int repeat = 1;
+  int64_t limit = 0;  // keep the first N training images (0: all)
+  std::string log = "human";  // human | jsonl
+  std::string save, load;
+};
+
+}  // namespace cohort

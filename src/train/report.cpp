@@ -1,0 +1,86 @@
+#include "train/report.h"
+
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace cohort {
+
+Report::Report(std::string mode, FILE* out) : jsonl_(mode == "jsonl"), out_(out) {
+  COHORT_INPUT_CHECK(mode == "human" || mode == "jsonl", "--log: unknown format '", mode,
+                     "' (valid: human, jsonl)");
+  tty_ = isatty(fileno(stderr));
+}
+
+void Report::start(const nlohmann::ordered_json& info) {
+  if (jsonl_) {
+    nlohmann::ordered_json j = info;
+    j["event"] = "start";
+    std::fprintf(out_, "%s\n", j.dump().c_str());
+  } else {
+    std::fprintf(out_, "cohort train: model %s (%lld parameters), %s: %lld train / %lld test images, "
+                 "batch %lld, %d thread(s), world %d\n",
+                 info["model"].get<std::string>().c_str(), info["parameters"].get<long long>(),
+                 info["data"].get<std::string>().c_str(), info["train_images"].get<long long>(),
+                 info["test_images"].get<long long>(), info["batch"].get<long long>(),
+                 info["threads"].get<int>(), info.value("world_size", 1));
+  }
+  std::fflush(out_);
+}
+
+void Report::progress(int epoch, int64_t step, int64_t steps, double loss, double images_per_s,
+                      double eta_s) {
+  if (jsonl_ || !tty_) return;
+  const int width = 30;
+  const int filled = steps ? int(width * step / steps) : width;
+  std::string bar(size_t(filled), '#');
+  bar.resize(size_t(width), '.');
+  std::fprintf(stderr, "\repoch %d [%s] %lld/%lld loss %.4f  %.0f img/s  ETA %.0fs   ", epoch,
+               bar.c_str(), (long long)step, (long long)steps, loss, images_per_s, eta_s);
+  if (step == steps) std::fprintf(stderr, "\r%*s\r", 100, "");
+  std::fflush(stderr);
+}
+
+void Report::epoch(const nlohmann::ordered_json& e) {
+  if (jsonl_) {
+    nlohmann::ordered_json j = e;
+    j["event"] = "epoch";
+    std::fprintf(out_, "%s\n", j.dump().c_str());
+  } else {
+    std::fprintf(out_,
+                 "epoch %d: train loss %.4f, train acc %.4f, test loss %.4f, test acc %.4f, "
+                 "%.2f s, %.0f images/s\n",
+                 e["epoch"].get<int>(), e["train_loss"].get<double>(),
+                 e["train_accuracy"].get<double>(), e["test_loss"].get<double>(),
+                 e["test_accuracy"].get<double>(), e["seconds"].get<double>(),
+                 e["images_per_second"].get<double>());
+  }
+  std::fflush(out_);
+}
+
+void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names) {
+  if (jsonl_) {
+    nlohmann::ordered_json j = s;
+    j["event"] = "summary";
+    std::fprintf(out_, "%s\n", j.dump().c_str());
+  } else {
+    std::fprintf(out_, "test accuracy %.4f, %.0f images/s on average\n",
+                 s["test_accuracy"].get<double>(), s["images_per_second"].get<double>());
+    if (s.contains("step_seconds")) {
+      auto& t = s["step_seconds"];
+      std::fprintf(out_, "step time %.2f ms: compute %.2f ms, communication wait %.2f ms, "
+                   "data wait %.2f ms\n",
+                   1e3 * t["total"].get<double>(), 1e3 * t["compute"].get<double>(),
+                   1e3 * t["communication"].get<double>(), 1e3 * t["data"].get<double>());
+    }
+    std::fprintf(out_, "accuracy per class:\n");
+    auto& pc = s["per_class_accuracy"];
+    for (size_t c = 0; c < pc.size(); ++c)
+      std::fprintf(out_, "  %-12s %.4f\n",
+                   c < class_names.size() ? class_names[c].c_str() : std::to_string(c).c_str(),
+                   pc[c].get<double>());
+  }
+  std::fflush(out_);
+}
+
+}  // namespace cohort

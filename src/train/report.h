@@ -1,0 +1,28 @@
+// What a training run prints: a progress bar per epoch (human), one line per
+// epoch, accuracy per class at the end; or JSON lines (--log jsonl).
+#pragma once
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+class Report {
+ public:
+  Report(std::string mode, FILE* out = stdout);
+  bool jsonl() const { return jsonl_; }
+  void start(const nlohmann::ordered_json& info);
+  // Redraws the bar (human, on a terminal only): step i of n.
+  void progress(int epoch, int64_t step, int64_t steps, double loss, double images_per_s,
+                double eta_s);
+  void epoch(const nlohmann::ordered_json& e);
+  void summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names);
+
+ private:
+  bool jsonl_;
+  bool tty_;
+  FILE* out_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,41 @@
+// One training step on one process: forward, loss, backward, optimizer.
+// The parallel strategies (src/parallel/) wrap the same pieces with
+// communication; this is the single-process reference they are tested against.
+#pragma once
+#include <memory>
+
+#include "data/batch.h"
+#include "nn/model.h"
+#include "optim/optimizer.h"
+
+namespace cohort {
+
+struct StepResult {
+  double loss_sum = 0;  // summed over the batch
+  int64_t correct = 0;
+  int64_t images = 0;
+};
+
+class LocalStep {
+ public:
+  // clip_norm <= 0: no clipping.
+  LocalStep(nn::Model& model, Optimizer& opt, uint64_t seed, float clip_norm = 0);
+  // Forward and backward only; gradients of the mean loss land in the arena.
+  // grad_scale: 1/batch for a mean (1/global batch under data parallelism).
+  StepResult forward_backward(const Batch& batch, float grad_scale, nn::Context& ctx);
+  // Applies the optimizer to the whole arena.
+  void apply(float lr);
+  StepResult run(const Batch& batch, float lr);
+
+  nn::Model& model() { return model_; }
+  Rng& rng() { return rng_; }
+
+ private:
+  nn::Model& model_;
+  Optimizer& opt_;
+  Rng rng_;
+  float clip_norm_;
+  Tensor dlogits_;
+};
+
+}  // namespace cohort
