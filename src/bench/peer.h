@@ -11,7 +11,8 @@ namespace cohort {
 std::string peer_python();
 std::string peer_script();
 bool peer_available();
-// args: the subcommand and its flags. Throws Error naming the command on failure.
+// args: the subcommand and its flags. Returns its last stdout line as JSON (an
+// empty object if it printed none). Throws Error naming the command on failure.
 nlohmann::json run_peer(const std::vector<std::string>& args);
 
 }  // namespace cohort

@@ -35,6 +35,40 @@ class Conv2d final : public Module {
   ops::Conv2d* op_ = nullptr;
 };
 
+// conv + ReLU + max-pool, fused and run over the batch in chunks small enough
+// that a chunk's conv output stays in L2: the full-size conv output never goes
+// to memory, only the pooled output and the argmax do. Backward needs no ReLU
+// pass over the big tensor either: the gradient reaches only each window's
+// argmax, whose ReLU mask is (pooled output > 0). Parameters are named as the
+// conv's ("conv1.weight"), so models and checkpoints read as in PyTorch.
+class ConvPool final : public Module {
+ public:
+  ConvPool(int64_t c_in, int64_t c_out, int64_t k, int64_t pad, int64_t pool);
+  std::string type() const override { return "conv_relu_pool"; }
+  Shape output_shape(const Shape& in) const override;
+  double flops(const Shape& in) const override;
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  std::vector<Param> params() override;
+
+ private:
+  ops::ConvShape conv_shape(const Shape& x) const;
+  int64_t chunk_size(const Shape& x) const;
+  struct Ops {
+    std::unique_ptr<ops::Conv2d> conv;
+    std::unique_ptr<ops::MaxPool2d> pool;
+  };
+  Ops& ops_for(const Shape& x_chunk, Context& ctx);
+  int64_t c_in_, c_out_, k_, pad_, pool_;
+  Tensor weight_, dweight_, b_, db_;
+  Tensor x_, y_, dmasked_, dx_, scratch_;
+  std::vector<uint8_t> workspace_;
+  size_t ws_stride_ = 0;
+  std::map<Shape, Ops> ops_;
+};
+
 // src {N, I} -> dst {N, O}; optional fused ReLU.
 class Linear final : public Module {
  public:

@@ -21,9 +21,10 @@ struct ConvShape {
 class Conv2d {
  public:
   virtual ~Conv2d() = default;
-  // dst = relu?(conv(src, weight) + bias); bias may be null.
+  // dst = relu?(conv(src, weight) + bias); bias may be null. A null `weight`
+  // reuses the weights the previous call laid out (chunked batches: once per step).
   virtual void forward(const float* src, const float* weight, const float* bias, float* dst) = 0;
-  // dsrc = conv_transpose(ddst, weight). `weight` must be what forward last saw.
+  // dsrc = conv_transpose(ddst, weight); a null `weight` reuses the previous layout.
   virtual void backward_data(const float* ddst, const float* weight, float* dsrc) = 0;
   // dweight (and dbias if non-null) = or += (accumulate) the gradients.
   virtual void backward_weights(const float* src, const float* ddst, float* dweight, float* dbias,

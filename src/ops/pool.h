@@ -19,6 +19,11 @@ class MaxPool2d {
   virtual ~MaxPool2d() = default;
   virtual void forward(const float* src, float* dst) = 0;  // remembers the argmax
   virtual void backward(const float* ddst, float* dsrc) = 0;
+  // The same with a caller-owned argmax workspace of workspace_bytes(), so one
+  // instance can serve many chunks of a batch (nn::ConvPool).
+  virtual size_t workspace_bytes() const = 0;
+  virtual void forward(const float* src, float* dst, void* workspace) = 0;
+  virtual void backward(const float* ddst, float* dsrc, const void* workspace) = 0;
 };
 
 std::unique_ptr<MaxPool2d> make_max_pool2d(Device device, const PoolShape& shape);

@@ -7,8 +7,7 @@ namespace cohort::nn {
 // conv 3x3 32 'same' + ReLU + pool 2 -> fc 64 + ReLU -> fc 10: 402,442 parameters.
 std::unique_ptr<Sequential> mnist_small() {
   auto s = std::make_unique<Sequential>();
-  s->add<Conv2d>("conv1", 1, 32, 3, 1, 1, true, true)
-      .add<MaxPool2d>("pool1", 2)
+  s->add<ConvPool>("conv1", 1, 32, 3, 1, 2)
       .add<Flatten>("flatten")
       .add<Linear>("fc1", 14 * 14 * 32, 64, true)
       .add<Linear>("fc2", 64, 10);
@@ -19,12 +18,9 @@ std::unique_ptr<Sequential> mnist_small() {
 // 28 -> 26 -> 13 -> 11 -> 5 -> 3 -> 1, so fc1 sees 512 features: 2,007,050 parameters.
 std::unique_ptr<Sequential> mnist_large() {
   auto s = std::make_unique<Sequential>();
-  s->add<Conv2d>("conv1", 1, 128, 3, 1, 0, true, true)
-      .add<MaxPool2d>("pool1", 2)
-      .add<Conv2d>("conv2", 128, 256, 3, 1, 0, true, true)
-      .add<MaxPool2d>("pool2", 2)
-      .add<Conv2d>("conv3", 256, 512, 3, 1, 0, true, true)
-      .add<MaxPool2d>("pool3", 2)
+  s->add<ConvPool>("conv1", 1, 128, 3, 0, 2)
+      .add<ConvPool>("conv2", 128, 256, 3, 0, 2)
+      .add<ConvPool>("conv3", 256, 512, 3, 0, 2)
       .add<Flatten>("flatten")
       .add<Linear>("fc1", 512, 512, true)
       .add<Linear>("fc2", 512, 512, true)
@@ -37,8 +33,7 @@ std::unique_ptr<Sequential> mnist_large() {
 // dropout's non-negative scaling, so both ReLUs are fused into their convs.
 std::unique_ptr<Sequential> lenet() {
   auto s = std::make_unique<Sequential>();
-  s->add<Conv2d>("conv1", 1, 10, 5, 1, 0, true, true)
-      .add<MaxPool2d>("pool1", 2)
+  s->add<ConvPool>("conv1", 1, 10, 5, 0, 2)
       .add<Conv2d>("conv2", 10, 20, 5, 1, 0, true, true)
       .add<Dropout>("drop1", 0.5f, true)
       .add<MaxPool2d>("pool2", 2)

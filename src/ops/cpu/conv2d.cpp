@@ -65,6 +65,8 @@ class CpuConv2d final : public Conv2d {
 
   void forward(const float* src, const float* weight, const float* bias, float* dst) override {
     void* w = prepared(fwd_w_reorder_, weight, fwd_w_);
+    if (!weight && fwd_w_reorder_.identity()) w = const_cast<float*>(last_fwd_weight_);
+    if (weight) last_fwd_weight_ = weight;
     run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src)},
                {DNNL_ARG_WEIGHTS, mem(fwd_pd_.weights_desc(), w)},
                {DNNL_ARG_BIAS, mem(bias_md_, bias ? bias : zero_bias_.data())},
@@ -74,6 +76,8 @@ class CpuConv2d final : public Conv2d {
   void backward_data(const float* ddst, const float* weight, float* dsrc) override {
     // Forward already reordered these weights when both want the same layout.
     void* w = share_fwd_w_ ? fwd_w_.data() : prepared(bwd_w_reorder_, weight, bwd_w_);
+    if (!weight && bwd_w_reorder_.identity()) w = const_cast<float*>(last_bwd_weight_);
+    if (weight) last_bwd_weight_ = weight;
     run(bwd_data_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst)},
                     {DNNL_ARG_WEIGHTS, mem(bwd_data_pd_.weights_desc(), w)},
                     {DNNL_ARG_DIFF_SRC, mem(src_md_, dsrc)}});
@@ -97,7 +101,7 @@ class CpuConv2d final : public Conv2d {
   // The weights in the layout a primitive wants: the user's buffer if it already is.
   static void* prepared(Reorder& r, const float* weight, std::vector<float>& buf) {
     if (r.identity()) return const_cast<float*>(weight);
-    r(const_cast<float*>(weight), buf.data());
+    if (weight) r(const_cast<float*>(weight), buf.data());
     return buf.data();
   }
 
@@ -109,6 +113,8 @@ class CpuConv2d final : public Conv2d {
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   Reorder fwd_w_reorder_, bwd_w_reorder_, dw_store_, dw_accumulate_;
   bool share_fwd_w_ = false;
+  const float* last_fwd_weight_ = nullptr;
+  const float* last_bwd_weight_ = nullptr;
   std::vector<float> fwd_w_, bwd_w_, dw_, zero_bias_, db_;
 };
 

@@ -32,15 +32,23 @@ class CpuMaxPool2d final : public MaxPool2d {
   }
 
   void forward(const float* src, float* dst) override {
+    forward(src, dst, workspace_.get_data_handle());
+  }
+  void backward(const float* ddst, float* dsrc) override {
+    backward(ddst, dsrc, workspace_.get_data_handle());
+  }
+  size_t workspace_bytes() const override { return fwd_pd_.workspace_desc().get_size(); }
+
+  void forward(const float* src, float* dst, void* ws) override {
     run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src)},
                {DNNL_ARG_DST, mem(dst_md_, dst)},
-               {DNNL_ARG_WORKSPACE, workspace_}});
+               {DNNL_ARG_WORKSPACE, mem(fwd_pd_.workspace_desc(), ws)}});
   }
 
-  void backward(const float* ddst, float* dsrc) override {
+  void backward(const float* ddst, float* dsrc, const void* ws) override {
     run(bwd_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst)},
                {DNNL_ARG_DIFF_SRC, mem(src_md_, dsrc)},
-               {DNNL_ARG_WORKSPACE, workspace_}});
+               {DNNL_ARG_WORKSPACE, mem(fwd_pd_.workspace_desc(), ws)}});
   }
 
  private:

@@ -1,0 +1,100 @@
+#include <set>
+
+#include "core/error.h"
+#include "nn/layers.h"
+#include "ops/elementwise.h"
+
+namespace cohort::nn {
+
+// A chunk's conv output should fit in L2 with room to spare (2 MiB per core here).
+constexpr int64_t kChunkBytes = 1 << 20;
+
+ConvPool::ConvPool(int64_t c_in, int64_t c_out, int64_t k, int64_t pad, int64_t pool)
+    : c_in_(c_in), c_out_(c_out), k_(k), pad_(pad), pool_(pool) {}
+
+std::vector<Module::Param> ConvPool::params() {
+  const int64_t fan_in = c_in_ * k_ * k_;
+  return {{"weight", {c_out_, c_in_, k_, k_}, Init::kUniformFanIn, fan_in, &weight_, &dweight_},
+          {"bias", {c_out_}, Init::kUniformFanIn, fan_in, &b_, &db_}};
+}
+
+ops::ConvShape ConvPool::conv_shape(const Shape& x) const {
+  COHORT_CHECK(x.size() == 4 && x[3] == c_in_, "conv expects {N,H,W,", c_in_, "}, got ",
+               shape_str(x));
+  return {x[0], x[1], x[2], c_in_, c_out_, k_, k_, 1, pad_};
+}
+
+Shape ConvPool::output_shape(const Shape& in) const {
+  auto s = conv_shape(in);
+  return {s.n, s.out_h() / pool_, s.out_w() / pool_, c_out_};
+}
+
+double ConvPool::flops(const Shape& in) const {
+  return conv_shape({1, in[0], in[1], in[2]}).forward_flops();
+}
+
+int64_t ConvPool::chunk_size(const Shape& x) const {
+  auto s = conv_shape(x);
+  const int64_t per_image = s.out_h() * s.out_w() * c_out_ * 4;
+  return std::max<int64_t>(1, std::min<int64_t>(x[0], kChunkBytes / per_image));
+}
+
+ConvPool::Ops& ConvPool::ops_for(const Shape& x_chunk, Context& ctx) {
+  Ops& o = ops_[x_chunk];
+  if (!o.conv) {
+    auto s = conv_shape(x_chunk);
+    o.conv = ops::make_conv2d(ctx.device, s, true);
+    o.pool = ops::make_max_pool2d(ctx.device,
+                                  {s.n, s.out_h(), s.out_w(), c_out_, pool_, pool_});
+  }
+  return o;
+}
+
+const Tensor& ConvPool::forward(const Tensor& x, Context& ctx) {
+  x_ = x;
+  const int64_t n = x.dim(0), chunk = chunk_size(x.shape());
+  const auto cs = conv_shape(x.shape());
+  ensure(y_, output_shape(x.shape()));
+  ensure(scratch_, {chunk, cs.out_h(), cs.out_w(), c_out_});
+  Shape full = x.shape();
+  full[0] = chunk;
+  ws_stride_ = (ops_for(full, ctx).pool->workspace_bytes() + 63) / 64 * 64;
+  workspace_.resize(ws_stride_ * size_t((n + chunk - 1) / chunk));
+  std::set<ops::Conv2d*> prepared;  // lay the weights out once per op per step
+  for (int64_t b = 0, i = 0; b < n; b += chunk, ++i) {
+    const int64_t e = std::min(n, b + chunk);
+    Shape xs = x.shape();
+    xs[0] = e - b;
+    Ops& o = ops_for(xs, ctx);
+    const bool fresh = prepared.insert(o.conv.get()).second;
+    o.conv->forward(x.slice(b, e).f32(), fresh ? weight_.f32() : nullptr, b_.f32(),
+                    scratch_.f32());
+    o.pool->forward(scratch_.f32(), y_.slice(b, e).f32(), workspace_.data() + ws_stride_ * i);
+  }
+  return y_;
+}
+
+const Tensor& ConvPool::backward(const Tensor& dy, Context& ctx) {
+  ensure(dmasked_, dy.shape());
+  ops::relu_backward(dy.f32(), y_.f32(), dmasked_.f32(), dy.numel());
+  if (needs_input_grad_) ensure(dx_, x_.shape());
+  const int64_t n = x_.dim(0), chunk = chunk_size(x_.shape());
+  std::set<ops::Conv2d*> prepared;
+  for (int64_t b = 0, i = 0; b < n; b += chunk, ++i) {
+    const int64_t e = std::min(n, b + chunk);
+    Shape xs = x_.shape();
+    xs[0] = e - b;
+    Ops& o = ops_for(xs, ctx);
+    o.pool->backward(dmasked_.slice(b, e).f32(), scratch_.f32(),
+                     workspace_.data() + ws_stride_ * i);
+    o.conv->backward_weights(x_.slice(b, e).f32(), scratch_.f32(), dweight_.f32(), db_.f32(),
+                             ctx.accumulate || b > 0);
+    if (needs_input_grad_) {
+      const bool fresh = prepared.insert(o.conv.get()).second;
+      o.conv->backward_data(scratch_.f32(), fresh ? weight_.f32() : nullptr, dx_.slice(b, e).f32());
+    }
+  }
+  return dx_;
+}
+
+}  // namespace cohort::nn
