@@ -14,8 +14,8 @@ Report::Report(std::string mode, FILE* out) : jsonl_(mode == "jsonl"), out_(out)
 
 void Report::start(const nlohmann::ordered_json& info) {
   if (jsonl_) {
-    nlohmann::ordered_json j = info;
-    j["event"] = "start";
+    nlohmann::ordered_json j = {{"event", "start"}};
+    j.update(info);
     std::fprintf(out_, "%s\n", j.dump().c_str());
   } else {
     std::fprintf(out_, "cohort train: model %s (%lld parameters), %s: %lld train / %lld test images, "
@@ -43,8 +43,8 @@ void Report::progress(int epoch, int64_t step, int64_t steps, double loss, doubl
 
 void Report::epoch(const nlohmann::ordered_json& e) {
   if (jsonl_) {
-    nlohmann::ordered_json j = e;
-    j["event"] = "epoch";
+    nlohmann::ordered_json j = {{"event", "epoch"}};
+    j.update(e);
     std::fprintf(out_, "%s\n", j.dump().c_str());
   } else {
     std::fprintf(out_,
@@ -60,8 +60,8 @@ void Report::epoch(const nlohmann::ordered_json& e) {
 
 void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names) {
   if (jsonl_) {
-    nlohmann::ordered_json j = s;
-    j["event"] = "summary";
+    nlohmann::ordered_json j = {{"event", "summary"}};
+    j.update(s);
     std::fprintf(out_, "%s\n", j.dump().c_str());
   } else {
     std::fprintf(out_, "test accuracy %.4f, %.0f images/s on average\n",

@@ -1,0 +1,129 @@
+// The `cohort` binary end to end: bad input gets one line naming the file or
+// flag and exit code 2; the model list and a short real training run work.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(COHORT_BIN) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  int status = f ? pclose(f) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Exit code 2, exactly one line, and the line names `culprit`.
+void expect_one_line_error(const std::string& args, const std::string& culprit) {
+  Result r = run(args);
+  EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(culprit), std::string::npos) << args << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("cohort_cli_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+std::string be32(uint32_t v) {
+  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+}
+
+TEST(Cli, ModelsListsEveryModelWithItsCount) {
+  Result r = run("models");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("mnist-small        402442"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lenet               21840"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resnet152"), std::string::npos) << r.out;
+}
+
+TEST(Cli, UnknownModelAndDataset) {
+  expect_one_line_error("train --model nosuch", "nosuch");
+  expect_one_line_error("train --data nosuch", "nosuch");
+  expect_one_line_error("bench step --model nosuch", "nosuch");
+}
+
+TEST(Cli, BadFlags) {
+  expect_one_line_error("train --epochs 0", "--epochs");
+  expect_one_line_error("train --batch -1", "--batch");
+  expect_one_line_error("train --log xml", "--log");
+  expect_one_line_error("train --optimizer rmsprop", "--optimizer");
+  expect_one_line_error("train --no-such-flag", "--no-such-flag");
+}
+
+TEST(Cli, MissingDataDirectory) {
+  expect_one_line_error("train --data-dir /nonexistent/fm", "/nonexistent/fm");
+}
+
+TEST(Cli, TruncatedIdxFile) {
+  fs::path d = temp_dir("idx");
+  // Header promises 100 images of 28x28 but holds 3 bytes of pixels.
+  write(d / "train-images-idx3-ubyte", be32(0x803) + be32(100) + be32(28) + be32(28) + "abc");
+  write(d / "train-labels-idx1-ubyte", be32(0x801) + be32(100) + std::string(100, '\1'));
+  write(d / "t10k-images-idx3-ubyte", be32(0x803) + be32(1) + be32(28) + be32(28) +
+                                          std::string(784, '\0'));
+  write(d / "t10k-labels-idx1-ubyte", be32(0x801) + be32(1) + std::string(1, '\1'));
+  expect_one_line_error("train --data-dir " + d.string(), "train-images-idx3-ubyte");
+  fs::remove_all(d);
+}
+
+TEST(Cli, CorruptCifarFile) {
+  fs::path d = temp_dir("cifar");
+  write(d / "data_batch_1.bin", std::string(3073 + 5, '\0'));
+  expect_one_line_error("train --model resnet50 --data cifar10 --data-dir " + d.string(),
+                        "data_batch_1.bin");
+  fs::remove_all(d);
+}
+
+TEST(Cli, CheckpointOfAnotherModelIsRefusedAndKept) {
+  fs::path d = temp_dir("ckpt");
+  const std::string ck = (d / "lenet.safetensors").string();
+  Result r = run("train --model lenet --data synthetic --limit 256 --epochs 1 --batch 64 --save " +
+              ck);
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(fs::exists(ck));
+  const auto size = fs::file_size(ck);
+  expect_one_line_error("train --model mnist-small --data synthetic --limit 256 --load " + ck,
+                        ck);
+  expect_one_line_error("train --load " + (d / "missing.safetensors").string(),
+                        "missing.safetensors");
+  EXPECT_EQ(fs::file_size(ck), size);  // nothing already saved is lost
+  // Resuming the right model works.
+  r = run("train --model lenet --data synthetic --limit 256 --epochs 1 --batch 64 --load " + ck);
+  EXPECT_EQ(r.code, 0) << r.out;
+  fs::remove_all(d);
+}
+
+TEST(Cli, JsonlSummaryHoldsTheFieldsTheIssueNames) {
+  Result r = run("train --model mnist-small --data synthetic --limit 512 --epochs 2 --log jsonl");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto pos = r.out.rfind("{\"event\":\"summary\"");
+  ASSERT_NE(pos, std::string::npos) << r.out;
+  const std::string last = r.out.substr(pos);
+  for (const char* key : {"test_accuracy", "per_class_accuracy", "epoch_seconds",
+                          "images_per_second", "parameters"})
+    EXPECT_NE(last.find(key), std::string::npos) << key << " missing from " << last;
+}
+
+}  // namespace
