@@ -1,0 +1,326 @@
+// safetensors reader/writer and model checkpoints on top of it. The reader
+// treats the file as untrusted: every length and offset is checked against the
+// file size before anything is allocated or read.
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace cohort {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; a big-endian host would need byte swaps");
+
+namespace {
+
+using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;
+
+constexpr const char* kMetadataKey = "__metadata__";
+
+const char* safetensors_dtype(DType t) { return t == DType::kF32 ? "F32" : "BF16"; }
+
+std::string errno_str() { return std::strerror(errno); }
+
+// Keeps messages on one line whatever bytes a corrupt header holds.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
+// The temp file of an atomic save: removed unless commit() renamed it.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& target)
+      : target_(target), path_(target + ".tmp." + std::to_string(::getpid())) {}
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (created_ && !committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void open() {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd_ < 0) fail("cannot create " + path_);
+    created_ = true;
+  }
+  void write(const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      // Chunked: a single write() of more than ~2 GiB is truncated on Linux anyway.
+      ssize_t done = ::write(fd_, p, std::min<size_t>(size, size_t(1) << 30));
+      if (done < 0 && errno == EINTR) continue;
+      if (done <= 0) fail("cannot write " + path_);
+      p += done;
+      size -= size_t(done);
+    }
+  }
+  void commit() {
+    if (::fsync(fd_) != 0) fail("cannot fsync " + path_);
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("cannot close " + path_);
+    if (std::rename(path_.c_str(), target_.c_str()) != 0) fail("cannot rename onto it");
+    committed_ = true;
+    // Make the rename itself durable; best effort, the data is already safe.
+    std::string dir = target_.substr(0, target_.find_last_of('/') + 1);
+    int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+      ::fsync(dir_fd);
+      ::close(dir_fd);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    throw Error("saving " + target_ + " failed: " + what + ": " + errno_str());
+  }
+
+  std::string target_, path_;
+  int fd_ = -1;
+  bool created_ = false, committed_ = false;
+};
+
+// Closes a file descriptor on scope exit.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads exactly `size` bytes at `offset`, or throws InputError.
+void read_at(int fd, const std::string& path, void* dst, size_t size, uint64_t offset) {
+  char* p = static_cast<char*>(dst);
+  while (size > 0) {
+    ssize_t got = ::pread(fd, p, std::min<size_t>(size, size_t(1) << 30), off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw InputError("cannot read " + path + ": " + errno_str());
+    if (got == 0) throw InputError("safetensors file " + path + " is truncated");
+    p += got;
+    size -= size_t(got);
+    offset += uint64_t(got);
+  }
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// Validates one tensor entry of the header against the data section size.
+Entry parse_entry(const std::string& path, const std::string& name, const Json& j,
+                  uint64_t data_size) {
+  auto bad = [&](const std::string& why) {
+    return InputError("safetensors file " + path + ": tensor '" + one_line(name) + "' " + why);
+  };
+  if (!j.is_object()) throw bad("is not a JSON object");
+  Entry e{name, DType::kF32, {}, 0, 0};
+
+  auto dtype = j.find("dtype");
+  if (dtype == j.end() || !dtype->is_string()) throw bad("has no dtype string");
+  const std::string& dt = dtype->get_ref<const std::string&>();
+  if (dt == "F32") {
+    e.dtype = DType::kF32;
+  } else if (dt == "BF16") {
+    e.dtype = DType::kBF16;
+  } else {
+    throw bad("has unsupported dtype '" + one_line(dt) + "' (supported: F32, BF16)");
+  }
+
+  auto shape = j.find("shape");
+  if (shape == j.end() || !shape->is_array()) throw bad("has no shape array");
+  uint64_t bytes = dtype_size(e.dtype);
+  for (const Json& d : *shape) {
+    if (!d.is_number_unsigned()) throw bad("has a shape entry that is not a non-negative integer");
+    uint64_t dim = d.get<uint64_t>();
+    if (dim > uint64_t(INT64_MAX) || __builtin_mul_overflow(bytes, dim, &bytes))
+      throw bad("has a shape too large for the file");
+    e.shape.push_back(int64_t(dim));
+  }
+
+  auto offsets = j.find("data_offsets");
+  if (offsets == j.end() || !offsets->is_array() || offsets->size() != 2 ||
+      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
+    throw bad("has no data_offsets [begin, end]");
+  e.begin = (*offsets)[0].get<uint64_t>();
+  e.end = (*offsets)[1].get<uint64_t>();
+  if (e.begin > e.end || e.end > data_size)
+    throw bad("has data_offsets [" + std::to_string(e.begin) + "," + std::to_string(e.end) +
+              "] outside the " + std::to_string(data_size) + "-byte data section");
+  if (e.end - e.begin != bytes)
+    throw bad("has " + std::to_string(e.end - e.begin) + " bytes of data but shape " +
+              shape_str(e.shape) + " " + dt + " needs " + std::to_string(bytes));
+  return e;
+}
+
+}  // namespace
+
+const Tensor* SafetensorsFile::find(const std::string& name) const {
+  for (const NamedTensor& t : tensors)
+    if (t.name == name) return &t.tensor;
+  return nullptr;
+}
+
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  OrderedJson header = OrderedJson::object();
+  if (!metadata.empty()) {
+    OrderedJson meta = OrderedJson::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header[kMetadataKey] = std::move(meta);
+  }
+  uint64_t offset = 0;
+  for (const NamedTensor& t : tensors) {
+    COHORT_CHECK(!t.name.empty() && t.name != kMetadataKey && !header.contains(t.name),
+                 "saving ", path, ": bad or duplicate tensor name '", t.name, "'");
+    COHORT_CHECK(t.tensor.defined(), "saving ", path, ": tensor '", t.name, "' has no data");
+    uint64_t end = offset + t.tensor.nbytes();
+    header[t.name] = {{"dtype", safetensors_dtype(t.tensor.dtype())},
+                      {"shape", t.tensor.shape()},
+                      {"data_offsets", {offset, end}}};
+    offset = end;
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // e.g. a name that is not UTF-8
+    throw Error("saving " + path + " failed: " + e.what());
+  }
+  // The format asks for 8-byte alignment of the data section; pad with spaces.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t header_len = text.size();
+
+  TempFile file(path);
+  file.open();
+  file.write(&header_len, sizeof header_len);
+  file.write(text.data(), text.size());
+  for (const NamedTensor& t : tensors)
+    if (t.tensor.nbytes()) file.write(t.tensor.data(), t.tensor.nbytes());
+  file.commit();
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0) throw InputError("cannot open " + path + ": " + errno_str());
+  struct stat st;
+  if (::fstat(fd.fd, &st) != 0) throw InputError("cannot stat " + path + ": " + errno_str());
+  if (!S_ISREG(st.st_mode)) throw InputError(path + " is not a regular file");
+  const uint64_t file_size = uint64_t(st.st_size);
+  const std::string what = "safetensors file " + path;
+  if (file_size < 8)
+    throw InputError(what + " is " + std::to_string(file_size) +
+                     " bytes, too short for a header");
+
+  uint64_t header_len = 0;
+  read_at(fd.fd, path, &header_len, 8, 0);
+  if (header_len > file_size - 8)
+    throw InputError(what + " claims a " + std::to_string(header_len) +
+                     "-byte header but the file has only " + std::to_string(file_size) +
+                     " bytes");
+  std::string text(header_len, '\0');
+  read_at(fd.fd, path, text.data(), text.size(), 8);
+  Json header;
+  try {
+    header = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw InputError(what + ": header is not valid JSON: " + one_line(e.what()));
+  }
+  if (!header.is_object()) throw InputError(what + ": header is not a JSON object");
+
+  const uint64_t data_start = 8 + header_len, data_size = file_size - data_start;
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) {
+      if (!value.is_object()) throw InputError(what + ": __metadata__ is not a JSON object");
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string())
+          throw InputError(what + ": metadata '" + one_line(k) + "' is not a string");
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(path, key, value, data_size));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  for (size_t i = 1; i < entries.size(); ++i)
+    if (entries[i].begin < entries[i - 1].end)
+      throw InputError(what + ": tensors '" + one_line(entries[i - 1].name) + "' and '" +
+                       one_line(entries[i].name) + "' overlap");
+
+  // Only now, with every size proven to fit in the file, allocate and read.
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    if (t.nbytes()) read_at(fd.fd, path, t.data(), t.nbytes(), data_start + e.begin);
+    out.tensors.push_back({e.name, std::move(t)});
+  }
+  return out;
+}
+
+void save_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
+                     const Arena* buffers,
+                     const std::map<std::string, std::string>& extra_metadata) {
+  COHORT_CHECK(!extra_metadata.count("model"), "metadata key 'model' is reserved");
+  std::map<std::string, std::string> metadata = extra_metadata;
+  metadata["model"] = model_name;
+  std::vector<NamedTensor> tensors;
+  for (const Arena* arena : {&params, buffers}) {
+    if (!arena) continue;
+    COHORT_CHECK(arena->size() == 0 || arena->params().data(), "saving ", path,
+                 ": arena not allocated");
+    for (size_t i = 0; i < arena->infos().size(); ++i)
+      tensors.push_back({arena->infos()[i].name, arena->param(i)});
+  }
+  save_safetensors(path, tensors, metadata);
+}
+
+void load_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
+                     const Arena* buffers) {
+  SafetensorsFile file = load_safetensors(path);
+  auto model = file.metadata.find("model");
+  if (model == file.metadata.end())
+    throw InputError("checkpoint " + path + " has no 'model' metadata; not a cohort checkpoint");
+  if (model->second != model_name)
+    throw InputError("checkpoint " + path + " holds model '" + one_line(model->second) +
+                     "', not '" + model_name + "'");
+
+  std::map<std::string, const Tensor*> by_name;
+  for (const NamedTensor& t : file.tensors) by_name[t.name] = &t.tensor;
+
+  // Validate everything before the first copy so a bad file changes nothing.
+  std::vector<std::pair<Tensor, const Tensor*>> copies;
+  for (const Arena* arena : {&params, buffers}) {
+    if (!arena) continue;
+    for (size_t i = 0; i < arena->infos().size(); ++i) {
+      const ParamInfo& info = arena->infos()[i];
+      auto it = by_name.find(info.name);
+      if (it == by_name.end())
+        throw InputError("checkpoint " + path + ": tensor '" + info.name + "' is missing");
+      if (it->second->shape() != info.shape)
+        throw InputError("checkpoint " + path + ": tensor '" + info.name + "' has shape " +
+                         shape_str(it->second->shape()) + ", model expects " +
+                         shape_str(info.shape));
+      copies.emplace_back(arena->param(i), it->second);
+    }
+  }
+  for (auto& [dst, src] : copies) dst.copy_from(*src);
+}
+
+}  // namespace cohort

@@ -1,0 +1,53 @@
+// Checkpoints in the safetensors format (https://github.com/huggingface/safetensors),
+// so PyTorch users can open them with safetensors.torch.load_file:
+//   u64 little-endian header length N | N bytes of JSON header, space-padded
+//   to a multiple of 8 | raw little-endian tensor data.
+// The header maps each tensor name to {"dtype","shape","data_offsets"} (offsets
+// relative to the data section) plus "__metadata__": {string: string}.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+
+namespace cohort {
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+// Writes atomically: a temp file next to `path` is written, fsynced and renamed
+// onto it, so a crash or failed save never leaves a damaged `path`. Throws
+// Error naming the path on failure (and removes the temp file).
+void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata);
+
+struct SafetensorsFile {
+  std::map<std::string, std::string> metadata;
+  std::vector<NamedTensor> tensors;  // in data (file) order
+  const Tensor* find(const std::string& name) const;  // null if absent
+};
+
+// Loads F32 and BF16 tensors (kept in their dtype). Any malformed, truncated or
+// unsupported file throws a one-line InputError naming the path.
+SafetensorsFile load_safetensors(const std::string& path);
+
+// Every parameter of `params` (and of `buffers`, e.g. batch-norm running
+// statistics, when non-null) under its ParamInfo name, with metadata
+// "model" = model_name plus `extra_metadata`.
+void save_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
+                     const Arena* buffers,
+                     const std::map<std::string, std::string>& extra_metadata);
+
+// Copies a checkpoint written by save_checkpoint into the arenas. The whole
+// file is validated first (model name, every expected tensor present with
+// the expected shape) and InputError thrown before anything is modified.
+// Tensors in the file that the model does not expect are ignored, so callers
+// may store more (optimizer state) in the same file. BF16 tensors are widened.
+void load_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
+                     const Arena* buffers);
+
+}  // namespace cohort
