@@ -12,7 +12,7 @@
 #include "data/dataset.h"
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
-#include "train/step.h"
+#include "parallel/local.h"
 
 namespace cohort {
 

@@ -59,6 +59,14 @@ DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t 
   }
   if (name == "fashion-mnist" || name == "mnist") {
     s = load_idx_dir(dir, name);
+    // Standardize with the training set's pixel mean and std, as the PyTorch
+    // examples do (transforms.Normalize): Adam then converges in fewer steps.
+    const float mean = name == "mnist" ? 0.1307f : 0.2860f;
+    const float std = name == "mnist" ? 0.3081f : 0.3530f;
+    for (Dataset* d : {&s.train, &s.test}) {
+      float* p = d->images.f32();
+      for (int64_t i = 0, n = d->images.numel(); i < n; ++i) p[i] = (p[i] - mean) / std;
+    }
   } else if (name == "cifar10") {
     s = load_cifar10_dir(dir);
   } else {

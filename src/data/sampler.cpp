@@ -1,5 +1,8 @@
 // Sampler: the same permutation on every rank (seeded by seed + epoch), then
-// equal contiguous shards, so ranks never overlap and step counts always match.
+// strided shards as in PyTorch's DistributedSampler: rank r takes entries
+// r, r+N, r+2N, ... So the images of step i on all N ranks together (batch b
+// each) are exactly the images of step i of one rank at batch N*b: data
+// parallelism follows the single-process trajectory. Equal counts per rank.
 #include "data/sampler.h"
 
 #include <limits>
@@ -31,8 +34,9 @@ std::vector<int64_t> Sampler::epoch_indices(int epoch) const {
     Rng rng(seed_ + uint64_t(int64_t(epoch)));
     rng.shuffle(all);
   }
-  auto begin = all.begin() + int64_t(rank_) * per_rank_;
-  return std::vector<int64_t>(begin, begin + per_rank_);
+  std::vector<int64_t> mine(static_cast<size_t>(per_rank_));
+  for (int64_t i = 0; i < per_rank_; ++i) mine[size_t(i)] = all[size_t(i * world_ + rank_)];
+  return mine;
 }
 
 }  // namespace cohort

@@ -1,5 +1,5 @@
 // Deterministic epoch orderings for data-parallel training: every rank computes
-// the same global permutation and takes its own contiguous, equal-sized shard.
+// the same global permutation and takes every world-th entry from its rank on.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -6,8 +6,9 @@
 
 namespace cohort::nn {
 
-// A chunk's conv output should fit in L2 with room to spare (2 MiB per core here).
-constexpr int64_t kChunkBytes = 1 << 20;
+// A chunk's conv output stays in L2 (2 MiB per core here). Measured on mnist-small,
+// 1 thread, batch 128: 256 KiB 8,930 img/s; 1 MiB 8,718; 4 MiB 7,995; unchunked 6,158.
+constexpr int64_t kChunkBytes = 256 << 10;
 
 ConvPool::ConvPool(int64_t c_in, int64_t c_out, int64_t k, int64_t pad, int64_t pool)
     : c_in_(c_in), c_out_(c_out), k_(k), pad_(pad), pool_(pool) {}

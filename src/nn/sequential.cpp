@@ -59,7 +59,9 @@ const Tensor& Sequential::backward_range(size_t begin, size_t end, const Tensor&
   for (size_t i = end; i-- > begin;) {
     Module& m = *children_[i].second;
     g = &m.backward(*g, ctx);
-    if (m.num_params() && ctx.grad_ready) ctx.grad_ready(m.param_begin(), m.param_end());
+    // A nested Sequential has announced its children already.
+    const bool nested = dynamic_cast<Sequential*>(&m) != nullptr;
+    if (m.num_params() && ctx.grad_ready && !nested) ctx.grad_ready(m.param_begin(), m.param_end());
   }
   return *g;
 }

@@ -15,7 +15,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/report.h"
-#include "train/step.h"
+#include "parallel/local.h"
 
 namespace cohort {
 

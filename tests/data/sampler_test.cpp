@@ -17,15 +17,16 @@ TEST(Sampler, ShardsAreDisjointAndCoverTruncatedPermutation) {
     Sampler full(n, 0, 1, 1, 42, true);
     std::vector<int64_t> perm = full.epoch_indices(3);
     int64_t per = n / world;
-    std::vector<int64_t> joined;
+    std::vector<int64_t> joined(size_t(per * world));
     for (int r = 0; r < world; ++r) {
       Sampler s(n, r, world, 1, 42, true);
       auto idx = s.epoch_indices(3);
       ASSERT_EQ(int64_t(idx.size()), per);
       ASSERT_EQ(s.size(), per);
-      joined.insert(joined.end(), idx.begin(), idx.end());
+      for (int64_t i = 0; i < per; ++i) joined[size_t(i * world + r)] = idx[size_t(i)];
     }
-    // Concatenated shards are exactly the first per*world entries of the permutation.
+    // Interleaved back, the shards are exactly the first per*world entries of the
+    // permutation (rank r holds entries r, r+world, ...).
     ASSERT_EQ(joined, std::vector<int64_t>(perm.begin(), perm.begin() + per * world));
     std::set<int64_t> uniq(joined.begin(), joined.end());
     EXPECT_EQ(int64_t(uniq.size()), per * world) << "world " << world;
@@ -52,7 +53,7 @@ TEST(Sampler, DeterministicPerSeedAndEpoch) {
 
 TEST(Sampler, NoShuffleIsSequential) {
   Sampler s(10, 1, 3, 1, 0, false);
-  EXPECT_EQ(s.epoch_indices(4), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(s.epoch_indices(4), (std::vector<int64_t>{1, 4, 7}));
 }
 
 TEST(Sampler, RepeatGivesEachIndexExactlyRepeatTimes) {

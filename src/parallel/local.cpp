@@ -1,5 +1,6 @@
-#include "train/step.h"
+#include "parallel/local.h"
 
+#include "core/clock.h"
 #include "ops/loss.h"
 #include "optim/clip.h"
 
@@ -30,6 +31,17 @@ StepResult LocalStep::run(const Batch& batch, float lr) {
   nn::Context ctx;
   StepResult r = forward_backward(batch, 1.0f / float(batch.labels.size()), ctx);
   apply(lr);
+  return r;
+}
+
+}  // namespace cohort
+
+namespace cohort {
+
+StepResult LocalStep::step(const Batch& batch, float lr, StepTimes& times) {
+  Timer t;
+  StepResult r = run(batch, lr);
+  times.compute += t.seconds();
   return r;
 }
 

@@ -1,5 +1,5 @@
 // One training step on one process: forward, loss, backward, optimizer.
-// The parallel strategies (src/parallel/) wrap the same pieces with
+// The other strategies in src/parallel/ wrap the same pieces with
 // communication; this is the single-process reference they are tested against.
 #pragma once
 #include <memory>
@@ -7,16 +7,11 @@
 #include "data/batch.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "parallel/strategy.h"
 
 namespace cohort {
 
-struct StepResult {
-  double loss_sum = 0;  // summed over the batch
-  int64_t correct = 0;
-  int64_t images = 0;
-};
-
-class LocalStep {
+class LocalStep final : public Strategy {
  public:
   // clip_norm <= 0: no clipping.
   LocalStep(nn::Model& model, Optimizer& opt, uint64_t seed, float clip_norm = 0);
@@ -26,6 +21,8 @@ class LocalStep {
   // Applies the optimizer to the whole arena.
   void apply(float lr);
   StepResult run(const Batch& batch, float lr);
+  std::string name() const override { return "single"; }
+  StepResult step(const Batch& batch, float lr, StepTimes& times) override;
 
   nn::Model& model() { return model_; }
   Rng& rng() { return rng_; }

@@ -1,0 +1,84 @@
+// Communicator (DESIGN principle 4): the one interface strategies speak to.
+// A backend (MPI now, NCCL later) provides point-to-point transport and its
+// own library collectives; the algorithms (ring, tree) are written once over
+// the point-to-point calls, in comm/ring.cpp and comm/tree.cpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace cohort::comm {
+
+enum class ReduceOp { kSum, kAverage };
+// ring: reduce-scatter then allgather (bandwidth-optimal); tree: recursive
+// halving-doubling (latency-optimal); mpi: the library's MPI_Allreduce;
+// auto: picks by message size.
+enum class Algorithm { kRing, kTree, kMpi, kAuto };
+
+Algorithm parse_algorithm(const std::string& name);  // InputError naming --allreduce
+const char* algorithm_name(Algorithm a);
+
+// A collective or receive that did not complete within the timeout, or a
+// lost peer. The message names the ranks at fault.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;  // honours the communicator's timeout
+  virtual bool test() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Point-to-point, in bytes. Blocking calls honour the timeout.
+  virtual void send(const void* buf, size_t bytes, int dst, int tag) = 0;
+  virtual void recv(void* buf, size_t bytes, int src, int tag) = 0;
+  virtual std::unique_ptr<Request> isend(const void* buf, size_t bytes, int dst, int tag) = 0;
+  virtual std::unique_ptr<Request> irecv(void* buf, size_t bytes, int src, int tag) = 0;
+  // Simultaneous send and receive (the step of ring and tree algorithms).
+  virtual void sendrecv(const void* sbuf, size_t sbytes, int dst, void* rbuf, size_t rbytes,
+                        int src, int tag) = 0;
+
+  // In place over n elements.
+  void allreduce(float* data, int64_t n, ReduceOp op, Algorithm algo = Algorithm::kAuto);
+  // bf16 on the wire, accumulated in f32.
+  void allreduce(BF16* data, int64_t n, ReduceOp op, Algorithm algo = Algorithm::kAuto);
+  // src holds size()*count elements; this rank's reduced block lands in dst (count).
+  virtual void reduce_scatter(const float* src, float* dst, int64_t count, ReduceOp op);
+  // src holds count elements; dst gets size()*count, rank r's block at r*count.
+  virtual void allgather(const float* src, float* dst, int64_t count);
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+  // Ranks with the same color form a new communicator, ordered by key.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // Seconds a blocking call may wait before CommError (0: forever).
+  void set_timeout(double seconds) { timeout_ = seconds; }
+  double timeout() const { return timeout_; }
+  // Horovod's stall check: every rank announces it reached `what`; rank 0
+  // waits up to the timeout and, if some never arrive, throws CommError
+  // naming them ("ranks 2, 3 did not reach 'step 12' within 30 s").
+  virtual void check_arrival(const std::string& what) = 0;
+
+ protected:
+  virtual void mpi_allreduce(float* data, int64_t n, ReduceOp op) = 0;
+  double timeout_ = 0;
+};
+
+// Algorithms over point-to-point (comm/ring.cpp, comm/tree.cpp).
+void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op);
+void tree_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op);
+
+}  // namespace cohort::comm

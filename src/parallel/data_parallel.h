@@ -1,0 +1,71 @@
+// Synchronous data parallelism over all-reduce (PyTorch DDP, Horovod).
+// Ranks start from rank 0's weights, each trains on its own shard, and the
+// gradients are summed in buckets of the flat gradient arena: a bucket is a
+// contiguous range, so tensor fusion needs no copy. With overlap, a
+// background thread reduces each bucket as soon as backward has announced
+// all of it (Context::grad_ready), while backward goes on.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/local.h"
+
+namespace cohort {
+
+struct DataParallelConfig {
+  double bucket_mb = 25;
+  bool overlap = true;
+  int accumulate = 1;  // micro-batches per optimizer step; reduce only on the last
+  comm::Algorithm algorithm = comm::Algorithm::kAuto;
+};
+
+class DataParallel final : public Strategy {
+ public:
+  DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer& opt,
+               const DataParallelConfig& cfg, uint64_t seed, float clip_norm = 0);
+  ~DataParallel() override;
+
+  std::string name() const override { return "dp"; }
+  int rank() const override { return comm_.rank(); }
+  int world() const override { return comm_.size(); }
+  // `batch` is this rank's micro-batch; every `accumulate` calls make one step.
+  StepResult step(const Batch& batch, float lr, StepTimes& times) override;
+  void sum(double* v, int n) override;
+
+  // Number of buckets and their [begin, end) ranges, last layer's first.
+  const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return buckets_; }
+
+ private:
+  void on_grad_ready(int64_t begin, int64_t end);
+  void comm_loop();
+  void reduce_bucket(size_t i);
+  void wait_all_buckets();
+
+  comm::Communicator& comm_;
+  nn::Model& model_;
+  DataParallelConfig cfg_;
+  LocalStep local_;
+  std::vector<std::pair<int64_t, int64_t>> buckets_;
+  std::vector<int64_t> pending_;  // elements of each bucket not yet announced
+  int micro_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<size_t> queue_;
+  size_t done_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+// Checks that every rank built the same model and was given the same flags;
+// throws InputError naming the first parameter (or flag) that differs and the
+// rank. Then broadcasts rank 0's parameters and buffers.
+void check_and_broadcast(comm::Communicator& comm, nn::Model& model, const std::string& flags);
+
+}  // namespace cohort

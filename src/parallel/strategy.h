@@ -1,0 +1,35 @@
+// Strategy: what the training loop asks of a way of training (single
+// process, data-parallel, parameter server, pipeline...). Each owns one
+// training step; the loop owns epochs, data, evaluation and reports.
+#pragma once
+#include <string>
+
+#include "data/batch.h"
+
+namespace cohort {
+
+struct StepResult {
+  double loss_sum = 0;  // summed over this rank's batch
+  int64_t correct = 0;
+  int64_t images = 0;
+};
+
+// Where a step's time went on this rank, accumulated over steps.
+struct StepTimes {
+  double compute = 0;  // forward, backward, optimizer
+  double comm = 0;     // waiting for communication that compute did not hide
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+  virtual int rank() const { return 0; }
+  virtual int world() const { return 1; }
+  // One optimizer step on this rank's batch.
+  virtual StepResult step(const Batch& batch, float lr, StepTimes& times) = 0;
+  // Sums v[0..n) over ranks in place (metrics); nothing to do on one process.
+  virtual void sum(double* v, int n) {}
+};
+
+}  // namespace cohort
