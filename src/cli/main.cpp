@@ -2,10 +2,17 @@
 // code throws typed errors; only here do they become one line and an exit
 // code: 2 for bad input (file, flag, data, checkpoint), 1 for anything else.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
 
 #include "bench/step_bench.h"
 #include "core/error.h"
+#if COHORT_WITH_MPI
+#include "comm/mpi/mpi_communicator.h"
+#endif
 #include "nn/models/zoo.h"
 #include "train/trainer.h"
 
@@ -33,6 +40,47 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--log", c.log, "human | jsonl");
   app.add_option("--save", c.save, "write a safetensors checkpoint after each epoch");
   app.add_option("--load", c.load, "start from a safetensors checkpoint");
+  app.add_option("--parallel", c.parallel, "none | dp (data-parallel over all-reduce)");
+  app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");
+  app.add_option("--allreduce", c.allreduce, "ring | tree | mpi | auto");
+  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB");
+  app.add_flag("--no-overlap{false}", c.overlap, "reduce after backward, not during it");
+  app.add_option("--accumulate", c.accumulate, "micro-batches per optimizer step");
+  app.add_option("--timeout", c.timeout, "seconds before a stalled collective is reported");
+  app.add_flag("--deterministic", c.deterministic, "fixed reduction order: bit-for-bit runs");
+}
+
+// `--workers N` outside mpirun: run this same command under mpirun with N
+// ranks on this machine (replaces the process). Returns only on failure.
+int launch_workers(int argc, char** argv, int workers) {
+  std::vector<std::string> args = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np",
+                                   std::to_string(workers), "/proc/self/exe"};
+  args[6] = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--workers") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--workers=", 0) == 0) continue;
+    args.push_back(a);
+  }
+  bool has_parallel = false;
+  for (auto& a : args) has_parallel |= (a == "--parallel" || a.rfind("--parallel=", 0) == 0);
+  if (!has_parallel) {
+    args.push_back("--parallel");
+    args.push_back("dp");
+  }
+  // mpirun refuses root without these; the user asked for ranks by --workers.
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  execvp("mpirun", cargs.data());
+  std::fprintf(stderr, "cohort: --workers: cannot run mpirun (%s); install openmpi-bin\n",
+               std::strerror(errno));
+  return 2;
 }
 
 int list_models() {
@@ -79,6 +127,18 @@ int main(int argc, char** argv) {
   try {
     if (*models) return list_models();
     if (*train) {
+      COHORT_INPUT_CHECK(train_cfg.workers >= 1, "--workers must be at least 1, got ",
+                         train_cfg.workers);
+#if COHORT_WITH_MPI
+      if (train_cfg.workers > 1 && !comm::launched_by_mpirun())
+        return launch_workers(argc, argv, train_cfg.workers);
+      if (train_cfg.parallel != "none" || comm::launched_by_mpirun()) {
+        if (train_cfg.parallel == "none") train_cfg.parallel = "dp";
+        auto world = comm::mpi_world(&argc, &argv);
+        cohort::train(train_cfg, world.get());
+        return 0;
+      }
+#endif
       cohort::train(train_cfg);
       return 0;
     }

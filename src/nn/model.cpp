@@ -2,8 +2,9 @@
 
 namespace cohort::nn {
 
-Model::Model(std::string name, Shape input, int num_classes, std::unique_ptr<Sequential> layers)
-    : name_(std::move(name)), input_(std::move(input)), num_classes_(num_classes),
+Model::Model(std::string name, Shape input, int num_classes, std::unique_ptr<Sequential> layers,
+             InitStyle init)
+    : name_(std::move(name)), input_(std::move(input)), num_classes_(num_classes), init_(init),
       layers_(std::move(layers)) {
   // The first layer's input is data: nobody needs its gradient.
   if (layers_->size()) layers_->child(0).set_needs_input_grad(false);
@@ -15,7 +16,7 @@ void Model::build(uint64_t seed) {
   params_.allocate();
   buffers_.allocate();
   Rng rng(seed);
-  layers_->init_params(rng);
+  layers_->init_params(rng, init_);
 }
 
 }  // namespace cohort::nn

@@ -8,7 +8,8 @@ namespace cohort::nn {
 class Model {
  public:
   // input: per-image shape {H, W, C}.
-  Model(std::string name, Shape input, int num_classes, std::unique_ptr<Sequential> layers);
+  Model(std::string name, Shape input, int num_classes, std::unique_ptr<Sequential> layers,
+        InitStyle init = InitStyle::kTorch);
 
   // Registers, allocates and initializes every parameter from `seed`.
   void build(uint64_t seed);
@@ -31,6 +32,7 @@ class Model {
   std::string name_;
   Shape input_;
   int num_classes_;
+  InitStyle init_;
   std::unique_ptr<Sequential> layers_;
   Arena params_, buffers_;
 };

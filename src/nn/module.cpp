@@ -11,9 +11,18 @@ void Module::register_params(ParamRegistry& reg, const std::string& prefix) {
   param_end_ = reg.params->size();
 }
 
-static void apply_init(const Tensor& t, Init init, int64_t fan_in, Rng& rng) {
+static void apply_init(const Tensor& t, Init init, int64_t fan_in, InitStyle style, Rng& rng) {
   if (init == Init::kOnes) return t.fill(1.0f);
   if (init == Init::kZeros) return t.fill(0.0f);
+  if (style == InitStyle::kKeras) {
+    if (t.ndim() == 1) return t.fill(0.0f);  // bias
+    // glorot_uniform: U(+-sqrt(6 / (fan_in + fan_out))), fan_out = O * KH * KW.
+    const int64_t fan_out = t.numel() / t.dim(1);
+    const float bound = std::sqrt(6.0f / float(fan_in + fan_out));
+    float* p = t.f32();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = rng.uniform(-bound, bound);
+    return;
+  }
   // PyTorch's default for conv and linear: kaiming_uniform(a=sqrt(5)) for the
   // weight and the same bound for the bias, U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
   const float bound = 1.0f / std::sqrt(float(fan_in));
@@ -21,9 +30,9 @@ static void apply_init(const Tensor& t, Init init, int64_t fan_in, Rng& rng) {
   for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = rng.uniform(-bound, bound);
 }
 
-void Module::init_params(Rng& rng) {
-  for (auto& p : params()) apply_init(*p.value, p.init, p.fan_in, rng);
-  for (auto& b : buffers()) apply_init(*b.value, b.init, 1, rng);
+void Module::init_params(Rng& rng, InitStyle style) {
+  for (auto& p : params()) apply_init(*p.value, p.init, p.fan_in, style, rng);
+  for (auto& b : buffers()) apply_init(*b.value, b.init, 1, style, rng);
 }
 
 void ensure(Tensor& t, const Shape& shape) {

@@ -33,6 +33,10 @@ struct ParamRegistry {
 
 // Init rules, applied after the arenas are allocated.
 enum class Init { kUniformFanIn, kOnes, kZeros };
+// Whose defaults a model's conv and linear layers start from: PyTorch's
+// (weight and bias U(+-1/sqrt(fan_in))) or Keras' (Glorot-uniform weight,
+// zero bias), so each zoo model starts as in the framework that defined it.
+enum class InitStyle { kTorch, kKeras };
 
 class Module {
  public:
@@ -40,7 +44,7 @@ class Module {
   virtual std::string type() const = 0;
   // Declares parameters as `prefix + name`; records this module's arena range.
   virtual void register_params(ParamRegistry& reg, const std::string& prefix);
-  virtual void init_params(Rng& rng);
+  virtual void init_params(Rng& rng, InitStyle style);
   virtual Shape output_shape(const Shape& in) const = 0;
   // Forward multiply-adds x2 for one image of this input shape ({H, W, C}).
   virtual double flops(const Shape& in) const { return 0; }

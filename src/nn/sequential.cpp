@@ -16,8 +16,8 @@ void Sequential::register_params(ParamRegistry& reg, const std::string& prefix) 
   param_end_ = reg.params->size();
 }
 
-void Sequential::init_params(Rng& rng) {
-  for (auto& c : children_) c.second->init_params(rng);
+void Sequential::init_params(Rng& rng, InitStyle style) {
+  for (auto& c : children_) c.second->init_params(rng, style);
 }
 
 Shape Sequential::output_shape(const Shape& in) const {
@@ -76,9 +76,9 @@ void Residual::register_params(ParamRegistry& reg, const std::string& prefix) {
   param_end_ = reg.params->size();
 }
 
-void Residual::init_params(Rng& rng) {
-  branch_->init_params(rng);
-  if (shortcut_) shortcut_->init_params(rng);
+void Residual::init_params(Rng& rng, InitStyle style) {
+  branch_->init_params(rng, style);
+  if (shortcut_) shortcut_->init_params(rng, style);
 }
 
 double Residual::flops(const Shape& in) const {

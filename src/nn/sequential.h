@@ -15,7 +15,7 @@ class Sequential : public Module {
     return add(name, std::make_unique<M>(std::forward<Args>(args)...));
   }
   void register_params(ParamRegistry& reg, const std::string& prefix) override;
-  void init_params(Rng& rng) override;
+  void init_params(Rng& rng, InitStyle style) override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
@@ -39,7 +39,7 @@ class Residual final : public Module {
   Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut);
   std::string type() const override { return "residual"; }
   void register_params(ParamRegistry& reg, const std::string& prefix) override;
-  void init_params(Rng& rng) override;
+  void init_params(Rng& rng, InitStyle style) override;
   Shape output_shape(const Shape& in) const override { return branch_->output_shape(in); }
   double flops(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;

@@ -2,6 +2,7 @@
 // file could too). Defaults follow the studies: Adam, lr 0.001, batch 128.
 #pragma once
 #include <cstdint>
+#include <sstream>
 #include <string>
 
 namespace cohort {
@@ -25,6 +26,19 @@ struct TrainConfig {
   int64_t limit = 0;  // keep the first N training images (0: all)
   std::string log = "human";  // human | jsonl
   std::string save, load;
+
+  // Parallelism (src/parallel/).
+  std::string parallel = "none";  // none | dp
+  int workers = 1;                // >1: start that many ranks with mpirun on this machine
+  std::string allreduce = "auto"; // ring | tree | mpi | auto
+  double bucket_mb = 25;
+  bool overlap = true;
+  int accumulate = 1;
+  double timeout = 0;             // seconds before a stalled collective is reported (0: off)
+  bool deterministic = false;     // fixed reduction order: bit-for-bit repeatable runs
+
+  // The flags as "--name value" lines, compared across ranks at start.
+  std::string describe() const;
 };
 
 }  // namespace cohort

@@ -26,6 +26,7 @@ EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch) {
   }
   EvalResult r;
   r.images = data.size();
+  r.seen = seen;
   int64_t total_right = 0;
   for (int c = 0; c < k; ++c) {
     total_right += right[size_t(c)];

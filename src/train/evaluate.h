@@ -11,6 +11,7 @@ struct EvalResult {
   double loss = 0;
   double accuracy = 0;
   std::vector<double> per_class_accuracy;
+  std::vector<int64_t> seen;  // test images per class
   int64_t images = 0;
 };
 

@@ -6,31 +6,34 @@
 
 namespace cohort {
 
-Report::Report(std::string mode, FILE* out) : jsonl_(mode == "jsonl"), out_(out) {
+Report::Report(std::string mode, bool enabled, FILE* out)
+    : jsonl_(mode == "jsonl"), enabled_(enabled), out_(out) {
   COHORT_INPUT_CHECK(mode == "human" || mode == "jsonl", "--log: unknown format '", mode,
                      "' (valid: human, jsonl)");
   tty_ = isatty(fileno(stderr));
 }
 
 void Report::start(const nlohmann::ordered_json& info) {
+  if (!enabled_) return;
   if (jsonl_) {
     nlohmann::ordered_json j = {{"event", "start"}};
     j.update(info);
     std::fprintf(out_, "%s\n", j.dump().c_str());
   } else {
     std::fprintf(out_, "cohort train: model %s (%lld parameters), %s: %lld train / %lld test images, "
-                 "batch %lld, %d thread(s), world %d\n",
+                 "batch %lld, %d thread(s), %d rank(s), global batch %lld\n",
                  info["model"].get<std::string>().c_str(), info["parameters"].get<long long>(),
                  info["data"].get<std::string>().c_str(), info["train_images"].get<long long>(),
                  info["test_images"].get<long long>(), info["batch"].get<long long>(),
-                 info["threads"].get<int>(), info.value("world_size", 1));
+                 info["threads"].get<int>(), info.value("world_size", 1),
+                 info.value("global_batch", 0LL));
   }
   std::fflush(out_);
 }
 
 void Report::progress(int epoch, int64_t step, int64_t steps, double loss, double images_per_s,
                       double eta_s) {
-  if (jsonl_ || !tty_) return;
+  if (!enabled_ || jsonl_ || !tty_) return;
   const int width = 30;
   const int filled = steps ? int(width * step / steps) : width;
   std::string bar(size_t(filled), '#');
@@ -42,6 +45,7 @@ void Report::progress(int epoch, int64_t step, int64_t steps, double loss, doubl
 }
 
 void Report::epoch(const nlohmann::ordered_json& e) {
+  if (!enabled_) return;
   if (jsonl_) {
     nlohmann::ordered_json j = {{"event", "epoch"}};
     j.update(e);
@@ -59,6 +63,7 @@ void Report::epoch(const nlohmann::ordered_json& e) {
 }
 
 void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names) {
+  if (!enabled_) return;
   if (jsonl_) {
     nlohmann::ordered_json j = {{"event", "summary"}};
     j.update(s);

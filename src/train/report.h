@@ -10,7 +10,8 @@ namespace cohort {
 
 class Report {
  public:
-  Report(std::string mode, FILE* out = stdout);
+  // enabled: false on ranks other than 0, which print nothing.
+  Report(std::string mode, bool enabled = true, FILE* out = stdout);
   bool jsonl() const { return jsonl_; }
   void start(const nlohmann::ordered_json& info);
   // Redraws the bar (human, on a terminal only): step i of n.
@@ -21,6 +22,7 @@ class Report {
 
  private:
   bool jsonl_;
+  bool enabled_;
   bool tty_;
   FILE* out_;
 };

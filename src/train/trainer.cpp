@@ -15,6 +15,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/report.h"
+#include "parallel/data_parallel.h"
 #include "parallel/local.h"
 
 namespace cohort {
@@ -35,82 +36,156 @@ static void check_config(const TrainConfig& c) {
   COHORT_INPUT_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
   COHORT_INPUT_CHECK(c.threads >= 0, "--threads must be 0 (all) or more, got ", c.threads);
   COHORT_INPUT_CHECK(c.repeat >= 1, "--repeat must be at least 1, got ", c.repeat);
+  COHORT_INPUT_CHECK(c.parallel == "none" || c.parallel == "dp", "--parallel: unknown strategy '",
+                     c.parallel, "' (valid: none, dp)");
+  COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
+  COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
 }
 
-nlohmann::ordered_json train(const TrainConfig& cfg) {
-  check_config(cfg);
-  Report report(cfg.log);
-  if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
-  auto model = nn::make_model(cfg.model, cfg.seed);
+// The images [begin, end) of a dataset, sharing its memory.
+static Dataset shard(const Dataset& d, int rank, int world) {
+  const int64_t b = d.size() * rank / world, e = d.size() * (rank + 1) / world;
+  Dataset s;
+  s.images = d.images.slice(b, e);
+  s.labels.assign(d.labels.begin() + b, d.labels.begin() + e);
+  s.num_classes = d.num_classes;
+  s.name = d.name;
+  return s;
+}
+
+// Evaluates this rank's shard of the test set and sums over ranks.
+static EvalResult evaluate_all(nn::Model& model, const Dataset& test, Strategy& strategy) {
+  EvalResult mine = evaluate(model, shard(test, strategy.rank(), strategy.world()), 256);
+  const int k = test.num_classes;
+  // [loss_sum, images, right per class..., seen per class...]
+  std::vector<double> v(size_t(2 + 2 * k), 0.0);
+  v[0] = mine.loss * double(mine.images);
+  v[1] = double(mine.images);
+  for (int c = 0; c < k; ++c) {
+    v[size_t(2 + k + c)] = double(mine.seen[size_t(c)]);
+    v[size_t(2 + c)] = mine.per_class_accuracy[size_t(c)] * double(mine.seen[size_t(c)]);
+  }
+  strategy.sum(v.data(), int(v.size()));
+  EvalResult r;
+  r.images = int64_t(v[1]);
+  r.loss = v[1] > 0 ? v[0] / v[1] : 0;
+  double right = 0;
+  for (int c = 0; c < k; ++c) {
+    const double seen = v[size_t(2 + k + c)], ok = v[size_t(2 + c)];
+    right += ok;
+    r.seen.push_back(int64_t(seen));
+    r.per_class_accuracy.push_back(seen > 0 ? ok / seen : 0);
+  }
+  r.accuracy = v[1] > 0 ? right / v[1] : 0;
+  return r;
+}
+
+static DataSplit load_data(const TrainConfig& cfg, const nn::Model& model) {
+  const Shape& in = model.input_shape();
+  if (cfg.data == "synthetic") {
+    // Synthetic data takes the model's input shape (28x28x1 or 32x32x3).
+    const int64_t n = cfg.limit > 0 ? cfg.limit : 60000;
+    return {make_synthetic(n, int(in[0]), int(in[1]), int(in[2]), 10, 1234),
+            make_synthetic(2000, int(in[0]), int(in[1]), int(in[2]), 10, 5678)};
+  }
   DataSplit data = load_dataset(cfg.data, cfg.data_dir, cfg.limit);
-  const Shape& in = model->input_shape();
   const Shape img(data.train.images.shape().begin() + 1, data.train.images.shape().end());
   COHORT_INPUT_CHECK(img == in, "--model ", cfg.model, " takes ", shape_str(in),
                      " images (HWC) but --data ", cfg.data, " has ", shape_str(img));
+  return data;
+}
+
+static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Communicator* comm,
+                                               nn::Model& model, Optimizer& opt) {
+  if (cfg.parallel == "none") return std::make_unique<LocalStep>(model, opt, cfg.seed, cfg.clip_norm);
+  COHORT_INPUT_CHECK(comm, "--parallel dp needs ranks: start with mpirun or --workers N");
+  DataParallelConfig dp;
+  dp.bucket_mb = cfg.bucket_mb;
+  dp.overlap = cfg.overlap;
+  dp.accumulate = cfg.accumulate;
+  dp.algorithm = cfg.deterministic ? comm::Algorithm::kRing : comm::parse_algorithm(cfg.allreduce);
+  return std::make_unique<DataParallel>(*comm, model, opt, dp, cfg.seed, cfg.clip_norm);
+}
+
+nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
+  check_config(cfg);
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  Report report(cfg.log, rank == 0);
+  if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+  if (comm) comm->set_timeout(cfg.timeout);
+  auto model = nn::make_model(cfg.model, cfg.seed);
+  DataSplit data = load_data(cfg, *model);
   if (!cfg.load.empty())
     load_checkpoint(cfg.load, model->name(), model->params(), &model->buffers());
+  if (comm) check_and_broadcast(*comm, *model, cfg.describe());
 
   auto opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum);
-  Sampler sampler(data.train.size(), 0, 1, cfg.repeat, cfg.seed, true);
-  const int64_t steps_per_epoch = sampler.size() / cfg.batch + (sampler.size() % cfg.batch != 0);
+  auto strategy = make_strategy(cfg, comm, *model, *opt);
+  Sampler sampler(data.train.size(), rank, world, cfg.repeat, cfg.seed, true);
+  const int64_t micro_per_epoch = sampler.size() / cfg.batch + (sampler.size() % cfg.batch != 0);
+  const int64_t steps_per_epoch = std::max<int64_t>(1, micro_per_epoch / cfg.accumulate);
   ScheduleOptions so;
   so.lr = cfg.lr;
   so.warmup_steps = cfg.warmup_steps;
   so.total_steps = steps_per_epoch * cfg.epochs;
   so.step_size = steps_per_epoch;
   auto schedule = make_schedule(cfg.schedule, so);
-  LocalStep step(*model, *opt, cfg.seed, cfg.clip_norm);
+  const int64_t global_batch = cfg.batch * world * cfg.accumulate;
 
   report.start({{"model", cfg.model}, {"parameters", model->num_params()}, {"data", cfg.data},
-                {"train_images", sampler.size()}, {"test_images", data.test.size()},
-                {"batch", cfg.batch}, {"threads", omp_get_max_threads()}, {"world_size", 1}});
+                {"train_images", sampler.size() * world}, {"test_images", data.test.size()},
+                {"batch", cfg.batch}, {"threads", omp_get_max_threads()}, {"world_size", world},
+                {"parallel", cfg.parallel}, {"global_batch", global_batch}});
 
   std::vector<double> epoch_seconds;
-  double total_images = 0, total_seconds = 0, compute_s = 0, data_s = 0;
-  int64_t global_step = 0, total_steps = 0;
+  double total_images = 0, total_seconds = 0, data_s = 0;
+  StepTimes times;
+  int64_t updates = 0, total_micro = 0;
   EvalResult eval;
   for (int epoch = 1; epoch <= cfg.epochs; ++epoch) {
     Prefetcher prefetch(data.train, sampler.epoch_indices(epoch - 1), cfg.batch, false);
     Timer epoch_timer;
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0, i = 0;
+    // [loss_sum, correct, images] on this rank, summed over ranks at the end.
+    double m[3] = {0, 0, 0};
+    int64_t i = 0;
     Batch batch;
     while (true) {
       Timer t;
       if (!prefetch.next(batch)) break;
       data_s += t.seconds();
-      t.reset();
-      StepResult r = step.run(batch, schedule->lr(global_step++));
-      compute_s += t.seconds();
-      loss_sum += r.loss_sum;
-      correct += r.correct;
-      seen += r.images;
+      if (comm && cfg.timeout > 0) comm->check_arrival("step " + std::to_string(total_micro + 1));
+      StepResult r = strategy->step(batch, schedule->lr(updates), times);
+      if (++total_micro % cfg.accumulate == 0) ++updates;
+      m[0] += r.loss_sum;
+      m[1] += double(r.correct);
+      m[2] += double(r.images);
       ++i;
       const double el = epoch_timer.seconds();
-      report.progress(epoch, i, prefetch.num_batches(), loss_sum / seen, seen / el,
-                      el / i * (prefetch.num_batches() - i));
+      report.progress(epoch, i, prefetch.num_batches(), m[0] / m[2], m[2] * world / el,
+                      el / double(i) * double(prefetch.num_batches() - i));
     }
     const double secs = epoch_timer.seconds();
-    total_steps += i;
+    strategy->sum(m, 3);
     epoch_seconds.push_back(secs);
-    total_images += double(seen);
+    total_images += m[2];
     total_seconds += secs;
-    eval = evaluate(*model, data.test, 256);
-    report.epoch({{"epoch", epoch}, {"train_loss", loss_sum / seen},
-                  {"train_accuracy", double(correct) / seen}, {"test_loss", eval.loss},
+    eval = evaluate_all(*model, data.test, *strategy);
+    report.epoch({{"epoch", epoch}, {"train_loss", m[0] / m[2]},
+                  {"train_accuracy", m[1] / m[2]}, {"test_loss", eval.loss},
                   {"test_accuracy", eval.accuracy}, {"seconds", secs},
-                  {"images_per_second", seen / secs}});
-    if (!cfg.save.empty())
+                  {"images_per_second", m[2] / secs}});
+    if (!cfg.save.empty() && rank == 0)
       save_checkpoint(cfg.save, model->name(), model->params(), &model->buffers(),
                       {{"epoch", std::to_string(epoch)}, {"dataset", cfg.data}});
   }
-  const double n = double(std::max<int64_t>(total_steps, 1));
+  const double n = double(std::max<int64_t>(total_micro, 1));
   nlohmann::ordered_json summary = {
       {"model", cfg.model},
       {"parameters", model->num_params()},
-      {"world_size", 1},
+      {"parallel", cfg.parallel},
+      {"world_size", world},
       {"batch", cfg.batch},
-      {"global_batch", cfg.batch},
+      {"global_batch", global_batch},
       {"threads", omp_get_max_threads()},
       {"test_accuracy", eval.accuracy},
       {"test_loss", eval.loss},
@@ -118,8 +193,8 @@ nlohmann::ordered_json train(const TrainConfig& cfg) {
       {"epoch_seconds", epoch_seconds},
       {"images_per_second", total_images / total_seconds},
       {"step_seconds",
-       {{"total", (compute_s + data_s) / n}, {"compute", compute_s / n},
-        {"communication", 0.0}, {"data", data_s / n}}}};
+       {{"total", (times.compute + times.comm + data_s) / n}, {"compute", times.compute / n},
+        {"communication", times.comm / n}, {"data", data_s / n}}}};
   report.summary(summary, class_names(cfg.data));
   return summary;
 }

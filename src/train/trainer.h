@@ -1,14 +1,17 @@
-// `cohort train`: the loop over epochs and steps on one process, with
-// progress, per-epoch evaluation, per-class accuracy and checkpoints.
+// `cohort train`: the loop over epochs and steps, with progress, per-epoch
+// evaluation, per-class accuracy and checkpoints. Given a communicator it
+// runs the strategy --parallel names on every rank; only rank 0 prints.
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include "comm/communicator.h"
 #include "train/config.h"
 
 namespace cohort {
 
-// Runs the training the config describes; returns the summary it printed.
-nlohmann::ordered_json train(const TrainConfig& cfg);
+// Runs the training the config describes; returns the summary rank 0 printed.
+// comm is null for a single process.
+nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm = nullptr);
 
 // Class names of a dataset, for the per-class table.
 std::vector<std::string> class_names(const std::string& dataset);
