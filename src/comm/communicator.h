@@ -21,6 +21,17 @@ enum class Algorithm { kRing, kTree, kMpi, kAuto };
 
 Algorithm parse_algorithm(const std::string& name);  // InputError naming --allreduce
 const char* algorithm_name(Algorithm a);
+// What kAuto runs for a message of `bytes` on `world` ranks (measured on the
+// development machines; see communicator.cpp).
+Algorithm choose_algorithm(size_t bytes, int world);
+
+// Tags at or above kFirstInternalTag belong to cohort's collectives; user
+// point-to-point tags must stay below it (MPI guarantees tags up to 32767).
+constexpr int kFirstInternalTag = 30000;
+constexpr int kRingTag = 30000;
+constexpr int kTreeTag = 30001;
+constexpr int kArrivalTag = 30002;
+constexpr int kArrivalReplyTag = 30003;
 
 // A collective or receive that did not complete within the timeout, or a
 // lost peer. The message names the ranks at fault.
@@ -61,10 +72,12 @@ class Communicator {
   virtual void allgather(const float* src, float* dst, int64_t count);
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
-  // Ranks with the same color form a new communicator, ordered by key.
+  // Ranks with the same color form a new communicator, ordered by key. A
+  // rank passing a negative color joins none and gets nullptr.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
-  // Seconds a blocking call may wait before CommError (0: forever).
+  // Seconds a blocking call may wait before CommError (0: forever). Set it
+  // on every rank alike; split() copies it to the new communicator.
   void set_timeout(double seconds) { timeout_ = seconds; }
   double timeout() const { return timeout_; }
   // Horovod's stall check: every rank announces it reached `what`; rank 0
@@ -77,8 +90,17 @@ class Communicator {
   double timeout_ = 0;
 };
 
-// Algorithms over point-to-point (comm/ring.cpp, comm/tree.cpp).
+// Algorithms over point-to-point (comm/ring.cpp, comm/tree.cpp). Every rank
+// ends with bitwise the same result (each element is reduced once, by one
+// rank, and then copied), which keeps data-parallel replicas identical.
 void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op);
 void tree_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op);
+// bf16 on the wire (half the bytes of f32), each partial sum accumulated in
+// f32 and rounded once per hop; the result is rounded once, by its owner.
+void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op);
+// The ring's halves, used by the default reduce_scatter and allgather.
+void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t count,
+                         ReduceOp op);
+void ring_allgather(Communicator& c, const float* src, float* dst, int64_t count);
 
 }  // namespace cohort::comm
