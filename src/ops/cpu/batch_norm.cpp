@@ -36,6 +36,7 @@ class CpuBatchNorm final : public BatchNorm {
     var_.resize(size_t(s.c));
     dgamma_.resize(size_t(s.c));
     dbeta_.resize(size_t(s.c));
+    zero_.assign(size_t(s.c), 0.0f);
   }
 
   void forward_train(const float* src, const float* gamma, const float* beta, float* dst,
@@ -72,6 +73,8 @@ class CpuBatchNorm final : public BatchNorm {
     run(bwd_, {{DNNL_ARG_SRC, mem(data_md_, src)},
                {DNNL_ARG_DIFF_DST, mem(data_md_, ddst)},
                {DNNL_ARG_SCALE, mem(vec_md_, gamma)},
+               // oneDNN 2.6 wants the shift at backward although the math does not use it.
+               {DNNL_ARG_SHIFT, mem(vec_md_, zero_.data())},
                {DNNL_ARG_MEAN, mem(vec_md_, mean_.data())},
                {DNNL_ARG_VARIANCE, mem(vec_md_, var_.data())},
                {DNNL_ARG_DIFF_SRC, mem(data_md_, dsrc)},
@@ -89,7 +92,7 @@ class CpuBatchNorm final : public BatchNorm {
   memory::desc data_md_, vec_md_;
   dnnl::batch_normalization_forward::primitive_desc train_pd_;
   dnnl::primitive train_, infer_, bwd_;
-  std::vector<float> mean_, var_, dgamma_, dbeta_;
+  std::vector<float> mean_, var_, dgamma_, dbeta_, zero_;
 };
 
 }  // namespace

@@ -1,0 +1,133 @@
+// Data parallelism under real ranks (mpirun): N ranks at batch b end with the
+// weights of one rank at batch N*b (1e-5 relative), --deterministic runs are
+// bit-for-bit repeatable, and ranks started with other flags are refused.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "train/checkpoint.h"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result sh(const std::string& cmd) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  const int status = f ? pclose(f) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const std::string kMpirun = "mpirun --oversubscribe --bind-to none --mca btl self,vader ";
+
+// Common flags: SGD at a modest rate, so that float noise (summation order
+// differs with the batch split) neither flips a max-pool argmax nor gets
+// amplified the way Adam's
+// m/sqrt(v) amplifies it for near-zero gradients.
+std::string train_flags(int64_t batch, int64_t limit, const std::string& save) {
+  return std::string(COHORT_BIN) + " train --model mnist-small --data synthetic --epochs 1" +
+         " --optimizer sgd --lr 0.01 --momentum 0.9 --threads 1 --log jsonl --batch " +
+         std::to_string(batch) + " --limit " + std::to_string(limit) + " --save " + save;
+}
+
+double max_rel_diff(const std::string& a, const std::string& b) {
+  auto fa = load_safetensors(a), fb = load_safetensors(b);
+  double diff = 0, ref = 0;
+  for (auto& t : fb.tensors) {
+    const Tensor* o = fa.find(t.name);
+    EXPECT_NE(o, nullptr) << t.name;
+    if (!o) return 1e30;
+    for (int64_t i = 0; i < t.tensor.numel(); ++i) {
+      diff = std::max(diff, double(std::fabs(o->f32()[i] - t.tensor.f32()[i])));
+      ref = std::max(ref, double(std::fabs(t.tensor.f32()[i])));
+    }
+  }
+  return diff / ref;
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("cohort_dp_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+class DataParallelEquality : public ::testing::TestWithParam<int> {};
+
+TEST_P(DataParallelEquality, MatchesOneRankAtTheGlobalBatch) {
+  const int n = GetParam();
+  const int64_t b = 16, steps = 8, limit = n * b * steps;
+  fs::path d = temp_dir("eq" + std::to_string(n));
+  const std::string single = (d / "single.safetensors").string();
+  const std::string dp = (d / "dp.safetensors").string();
+  Result r1 = sh(train_flags(n * b, limit, single));
+  ASSERT_EQ(r1.code, 0) << r1.out;
+  Result rn = sh(kMpirun + "-np " + std::to_string(n) + " " + train_flags(b, limit, dp) +
+                 " --parallel dp --bucket-mb 0.5");
+  ASSERT_EQ(rn.code, 0) << rn.out;
+  EXPECT_NE(rn.out.find("\"world_size\":" + std::to_string(n)), std::string::npos) << rn.out;
+  EXPECT_LE(max_rel_diff(dp, single), 1e-5) << n << " ranks";
+  fs::remove_all(d);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DataParallelEquality, ::testing::Values(2, 3, 4));
+
+TEST(DataParallel, AccumulationMatchesTheLargerBatch) {
+  // 2 ranks x batch 8 x 2 micro-batches == 1 rank x batch 32.
+  fs::path d = temp_dir("acc");
+  const std::string single = (d / "single.safetensors").string();
+  const std::string dp = (d / "dp.safetensors").string();
+  ASSERT_EQ(sh(train_flags(32, 256, single)).code, 0);
+  Result r = sh(kMpirun + "-np 2 " + train_flags(8, 256, dp) + " --parallel dp --accumulate 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_LE(max_rel_diff(dp, single), 1e-5);
+  fs::remove_all(d);
+}
+
+TEST(DataParallel, DeterministicRunsAreBitForBitIdentical) {
+  fs::path d = temp_dir("det");
+  const std::string a = (d / "a.safetensors").string(), b = (d / "b.safetensors").string();
+  for (const std::string& out : {a, b}) {
+    Result r = sh(std::string(COHORT_BIN) + " train --workers 2 --deterministic " +
+                  train_flags(16, 256, out).substr(std::string(COHORT_BIN).size() + 7));
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  EXPECT_EQ(max_rel_diff(a, b), 0.0);
+  fs::remove_all(d);
+}
+
+TEST(DataParallel, RanksWithOtherFlagsAreRefusedByName) {
+  const std::string base = std::string(COHORT_BIN) +
+                           " train --model mnist-small --data synthetic --limit 128 --epochs 1";
+  Result r = sh(kMpirun + "-np 1 " + base + " --parallel dp --batch 16 : -np 1 " + base +
+                " --parallel dp --batch 32");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--batch"), std::string::npos) << r.out;
+}
+
+TEST(DataParallel, RanksWithOtherModelsNameTheFirstParameter) {
+  const std::string base = std::string(COHORT_BIN) +
+                           " train --data synthetic --limit 128 --epochs 1 --parallel dp";
+  Result r = sh(kMpirun + "-np 1 " + base + " --model mnist-small : -np 1 " + base +
+                " --model lenet");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--model"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cohort
