@@ -1,0 +1,74 @@
+// The backend-independent half of the Communicator: algorithm names, the
+// all-reduce dispatcher and its automatic choice, bf16 all-reduce, and the
+// default reduce-scatter and allgather over the ring.
+#include "comm/communicator.h"
+
+#include <vector>
+
+namespace cohort::comm {
+
+Algorithm parse_algorithm(const std::string& name) {
+  if (name == "ring") return Algorithm::kRing;
+  if (name == "tree") return Algorithm::kTree;
+  if (name == "mpi") return Algorithm::kMpi;
+  if (name == "auto") return Algorithm::kAuto;
+  throw InputError("--allreduce: unknown algorithm '" + name + "' (valid: ring, tree, mpi, auto)");
+}
+
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kMpi: return "mpi";
+    case Algorithm::kAuto: return "auto";
+  }
+  return "?";
+}
+
+// Below the crossover the tree's log2(P) steps beat the ring's P-1; above it
+// both move the same bytes and the ring's fixed neighbours win. Measured with
+// `cohort bench comm` on the 2-vCPU development machines (shared memory).
+Algorithm choose_algorithm(size_t bytes, int world) {
+  constexpr size_t kTreeMaxBytes = 256 * 1024;
+  if (world <= 2) return Algorithm::kTree;  // one exchange each way: the same as a ring
+  return bytes <= kTreeMaxBytes ? Algorithm::kTree : Algorithm::kRing;
+}
+
+void Communicator::allreduce(float* data, int64_t n, ReduceOp op, Algorithm algo) {
+  COHORT_CHECK(n >= 0, "allreduce of ", n, " elements");
+  if (size() == 1 || n == 0) return;  // a sum or mean over one rank is the vector itself
+  if (algo == Algorithm::kAuto) algo = choose_algorithm(size_t(n) * sizeof(float), size());
+  switch (algo) {
+    case Algorithm::kRing: ring_allreduce(*this, data, n, op); break;
+    case Algorithm::kTree: tree_allreduce(*this, data, n, op); break;
+    case Algorithm::kMpi: mpi_allreduce(data, n, op); break;
+    case Algorithm::kAuto: break;
+  }
+}
+
+void Communicator::allreduce(BF16* data, int64_t n, ReduceOp op, Algorithm algo) {
+  COHORT_CHECK(n >= 0, "allreduce of ", n, " elements");
+  if (size() == 1 || n == 0) return;
+  if (algo == Algorithm::kAuto) algo = choose_algorithm(size_t(n) * sizeof(BF16), size());
+  if (algo == Algorithm::kRing) {
+    ring_allreduce_bf16(*this, data, n, op);
+    return;
+  }
+  // The others reduce f32 on the wire: widen, reduce, round once.
+  std::vector<float> wide(static_cast<size_t>(n));
+  bf16_to_f32(data, wide.data(), size_t(n));
+  allreduce(wide.data(), n, op, algo);
+  f32_to_bf16(wide.data(), data, size_t(n));
+}
+
+void Communicator::reduce_scatter(const float* src, float* dst, int64_t count, ReduceOp op) {
+  COHORT_CHECK(count >= 0, "reduce_scatter of ", count, " elements per rank");
+  ring_reduce_scatter(*this, src, dst, count, op);
+}
+
+void Communicator::allgather(const float* src, float* dst, int64_t count) {
+  COHORT_CHECK(count >= 0, "allgather of ", count, " elements per rank");
+  ring_allgather(*this, src, dst, count);
+}
+
+}  // namespace cohort::comm

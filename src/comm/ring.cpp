@@ -1,0 +1,131 @@
+// Ring all-reduce (Patarasuk & Yuan): a reduce-scatter in which each block
+// travels once around the ring collecting every rank's contribution, then an
+// allgather that passes the finished blocks on. Each rank sends 2(P-1)/P of
+// the vector, the bandwidth optimum. Received partial sums are staged in
+// L2-sized segments so the add reads them from cache, not memory.
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/kernels.h"
+
+namespace cohort::comm {
+
+using detail::Blocks;
+using detail::kSegmentFloats;
+using detail::mod;
+
+namespace {
+
+// Receives block `rb` from the left in segments and adds each into `acc`
+// (its own copy of that block), while sending `send` (count `scount`) to the
+// right in the same segments. acc[i] = acc[i] + received[i] on every rank, so
+// the order of operands is the same wherever a block is reduced.
+void reduce_step(Communicator& c, const float* send, int64_t scount, float* acc, int64_t rcount,
+                 int right, int left, int tag) {
+  float* tmp = detail::scratch(std::min(rcount, kSegmentFloats));
+  for (int64_t off = 0; off < std::max(scount, rcount); off += kSegmentFloats) {
+    const int64_t s = std::clamp<int64_t>(scount - off, 0, kSegmentFloats);
+    const int64_t r = std::clamp<int64_t>(rcount - off, 0, kSegmentFloats);
+    detail::exchange(c, send + off, size_t(s) * 4, right, tmp, size_t(r) * 4, left, tag);
+    detail::add_into(acc + off, tmp, r);
+  }
+}
+
+}  // namespace
+
+void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
+  const int p = c.size(), r = c.rank();
+  if (p == 1 || n == 0) return;
+  const Blocks blk(n, p);
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  // Reduce-scatter: at step s rank r passes on block r-s, which holds s+1
+  // contributions, and adds its own into block r-s-1. After p-1 steps it owns
+  // block r+1, complete.
+  for (int s = 0; s < p - 1; ++s) {
+    const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
+    reduce_step(c, data + blk.begin(sb), blk.count(sb), data + blk.begin(rb), blk.count(rb),
+                right, left, kRingTag);
+  }
+  const int own = (r + 1) % p;
+  if (op == ReduceOp::kAverage) detail::scale(data + blk.begin(own), 1.0f / p, blk.count(own));
+  // Allgather: finished blocks go around once, straight into place.
+  for (int s = 0; s < p - 1; ++s) {
+    const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
+    detail::exchange(c, data + blk.begin(sb), size_t(blk.count(sb)) * 4, right,
+                     data + blk.begin(rb), size_t(blk.count(rb)) * 4, left, kRingTag);
+  }
+}
+
+void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t count,
+                         ReduceOp op) {
+  const int p = c.size(), r = c.rank();
+  if (count == 0) return;
+  if (p == 1) {
+    std::copy(src, src + count, dst);
+    return;
+  }
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  // Only one block is in flight per rank, so dst doubles as the accumulator:
+  // at step s rank r receives block r-s-2's partial sum, adds src's block and
+  // passes it on; the last block it completes (s = p-2) is its own, r.
+  std::copy(src + int64_t(mod(r - 1, p)) * count, src + int64_t(mod(r - 1, p) + 1) * count, dst);
+  float* tmp = detail::scratch(std::min(count, kSegmentFloats));
+  for (int s = 0; s < p - 1; ++s) {
+    const float* mine = src + int64_t(mod(r - s - 2, p)) * count;
+    for (int64_t off = 0; off < count; off += kSegmentFloats) {
+      const int64_t k = std::min(kSegmentFloats, count - off);
+      // dst's segment is sent before it is overwritten with the next sum.
+      c.sendrecv(dst + off, size_t(k) * 4, right, tmp, size_t(k) * 4, left, kRingTag);
+#pragma omp simd
+      for (int64_t i = 0; i < k; ++i) dst[off + i] = tmp[i] + mine[off + i];
+    }
+  }
+  if (op == ReduceOp::kAverage) detail::scale(dst, 1.0f / p, count);
+}
+
+void ring_allgather(Communicator& c, const float* src, float* dst, int64_t count) {
+  const int p = c.size(), r = c.rank();
+  std::copy(src, src + count, dst + int64_t(r) * count);
+  if (p == 1 || count == 0) return;
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  for (int s = 0; s < p - 1; ++s) {
+    const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
+    c.sendrecv(dst + int64_t(sb) * count, size_t(count) * 4, right, dst + int64_t(rb) * count,
+               size_t(count) * 4, left, kRingTag);
+  }
+}
+
+void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op) {
+  const int p = c.size(), r = c.rank();
+  if (p == 1 || n == 0) return;
+  const Blocks blk(n, p);
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  // Partial sums stay in f32 here; only the wire carries bf16.
+  std::vector<float> acc(static_cast<size_t>(n));
+  bf16_to_f32(data, acc.data(), size_t(n));
+  std::vector<BF16> out(size_t(std::min(n, kSegmentFloats))), in(out.size());
+  for (int s = 0; s < p - 1; ++s) {
+    const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
+    const int64_t sc = blk.count(sb), rc = blk.count(rb);
+    float* send = acc.data() + blk.begin(sb);
+    float* recv = acc.data() + blk.begin(rb);
+    for (int64_t off = 0; off < std::max(sc, rc); off += kSegmentFloats) {
+      const int64_t k = std::clamp<int64_t>(sc - off, 0, kSegmentFloats);
+      const int64_t m = std::clamp<int64_t>(rc - off, 0, kSegmentFloats);
+      f32_to_bf16(send + off, out.data(), size_t(k));
+      detail::exchange(c, out.data(), size_t(k) * 2, right, in.data(), size_t(m) * 2, left,
+                       kRingTag);
+      for (int64_t i = 0; i < m; ++i) recv[off + i] += from_bf16(in[size_t(i)]);
+    }
+  }
+  const int own = (r + 1) % p;
+  if (op == ReduceOp::kAverage) detail::scale(acc.data() + blk.begin(own), 1.0f / p, blk.count(own));
+  f32_to_bf16(acc.data() + blk.begin(own), data + blk.begin(own), size_t(blk.count(own)));
+  for (int s = 0; s < p - 1; ++s) {
+    const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
+    detail::exchange(c, data + blk.begin(sb), size_t(blk.count(sb)) * 2, right,
+                     data + blk.begin(rb), size_t(blk.count(rb)) * 2, left, kRingTag);
+  }
+}
+
+}  // namespace cohort::comm

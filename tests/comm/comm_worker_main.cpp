@@ -1,0 +1,275 @@
+// cohort_comm_worker: runs one named communicator scenario on every rank of an
+// mpirun job and exits 0 when every check held; on a failure it prints one
+// line naming the check and rank and exits 1 (mpirun then ends the job).
+// tests/comm/comm_test.cpp launches it for world sizes 1..5.
+//
+//   cohort_comm_worker collectives [--big]   every collective, closed-form checks
+//   cohort_comm_worker stall T RANK SLEEP    RANK sleeps SLEEP s before check_arrival(T)
+//   cohort_comm_worker kill                  rank 1 SIGKILLs itself mid-run
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "core/clock.h"
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::comm;
+
+constexpr Algorithm kAlgorithms[] = {Algorithm::kRing, Algorithm::kTree, Algorithm::kMpi,
+                                     Algorithm::kAuto};
+
+template <typename... Args>
+void check(bool ok, const Args&... what) {
+  if (!ok) throw Error(detail::concat("check failed: ", what...));
+}
+
+// (rank+1)*(i%7): small integers, so every f32 (and bf16) sum is exact and
+// the sum over ranks is (i%7) * sum(rank+1).
+float value(int rank, int64_t i) { return float((rank + 1) * (i % 7)); }
+
+// All ranks hold bitwise rank 0's vector (replicas must not drift apart).
+void check_identical(Communicator& c, const void* data, size_t bytes, const std::string& what) {
+  std::vector<char> root(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+  c.broadcast(root.data(), bytes, 0);
+  check(std::memcmp(root.data(), data, bytes) == 0, what, ": differs from rank 0's bits");
+}
+
+// `members` are the world ranks taking part; sum(rank+1) over them.
+void check_allreduce(Communicator& c, int world_rank, int members_sum, int64_t n, Algorithm a,
+                     ReduceOp op, bool identical) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = value(world_rank, i);
+  c.allreduce(v.data(), n, op, a);
+  const std::string what = detail::concat(algorithm_name(a), op == ReduceOp::kSum ? " sum" : " mean",
+                                          " of ", n, " floats on ", c.size(), " ranks");
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = double(i % 7) * members_sum / (op == ReduceOp::kSum ? 1 : c.size());
+    const double got = v[size_t(i)];
+    if (std::abs(got - want) > (op == ReduceOp::kSum ? 0 : 1e-6 * want))
+      check(false, what, ": element ", i, " is ", got, ", want ", want);
+  }
+  if (identical) check_identical(c, v.data(), v.size() * 4, what);
+}
+
+void check_bf16(Communicator& c, int64_t n, Algorithm a, ReduceOp op) {
+  const int p = c.size(), r = c.rank();
+  const std::string what = detail::concat("bf16 ", algorithm_name(a), " of ", n, " on ", p);
+  // Exact integers first: bf16 holds every integer up to 256 exactly.
+  std::vector<BF16> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = to_bf16(value(r, i));
+  c.allreduce(v.data(), n, op, a);
+  const double div = op == ReduceOp::kSum ? 1 : p;
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = double(i % 7) * p * (p + 1) / 2 / div;
+    check(std::abs(from_bf16(v[size_t(i)]) - want) <= want / 128, what, ": element ", i, " is ",
+          from_bf16(v[size_t(i)]), ", want ", want);
+  }
+  // Then fractions, within bf16's precision (8 bits, a few roundings).
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = to_bf16(0.1f * float(r + 1) + 0.01f * float(i % 100));
+  c.allreduce(v.data(), n, op, a);
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = (0.1 * p * (p + 1) / 2 + 0.01 * double(i % 100) * p) / div;
+    check(std::abs(from_bf16(v[size_t(i)]) - want) <= 0.02 * want, what, " (fractions): element ",
+          i, " is ", from_bf16(v[size_t(i)]), ", want ", want);
+  }
+  check_identical(c, v.data(), v.size() * 2, what);
+}
+
+void check_reduce_scatter_allgather(Communicator& c, int64_t count) {
+  const int p = c.size(), r = c.rank();
+  std::vector<float> src(static_cast<size_t>(count * p)), dst(static_cast<size_t>(count));
+  for (int64_t j = 0; j < count * p; ++j) src[size_t(j)] = value(r, j);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    c.reduce_scatter(src.data(), dst.data(), count, op);
+    for (int64_t i = 0; i < count; ++i) {
+      const double want = double((r * count + i) % 7) * p * (p + 1) / 2 / (op == ReduceOp::kSum ? 1 : p);
+      check(std::abs(dst[size_t(i)] - want) <= 1e-6 * want, "reduce_scatter of ", count,
+            " per rank: element ", i, " is ", dst[size_t(i)], ", want ", want);
+    }
+  }
+  std::vector<float> mine(static_cast<size_t>(count)), all(static_cast<size_t>(count * p));
+  for (int64_t i = 0; i < count; ++i) mine[size_t(i)] = float(r * 1000 + i % 1000);
+  c.allgather(mine.data(), all.data(), count);
+  for (int q = 0; q < p; ++q)
+    for (int64_t i = 0; i < count; ++i)
+      check(all[size_t(q * count + i)] == float(q * 1000 + i % 1000), "allgather of ", count,
+            ": rank ", q, "'s element ", i, " is ", all[size_t(q * count + i)]);
+}
+
+void check_p2p(Communicator& c, size_t bytes) {
+  const int p = c.size(), r = c.rank(), right = (r + 1) % p, left = (r + p - 1) % p;
+  auto pattern = [](int from, size_t i) { return char((from * 31 + i * 7) & 0x7f); };
+  std::vector<char> out(bytes), in(bytes);
+  for (size_t i = 0; i < bytes; ++i) out[i] = pattern(r, i);
+  // Odd ranks receive first, so blocking sends of any size cannot all wait;
+  // alone, a rank sends to itself, which needs both sides posted at once.
+  if (p == 1) {
+    c.sendrecv(out.data(), bytes, right, in.data(), bytes, left, 7);
+  } else if (r % 2 == 0) {
+    c.send(out.data(), bytes, right, 7);
+    c.recv(in.data(), bytes, left, 7);
+  } else {
+    c.recv(in.data(), bytes, left, 7);
+    c.send(out.data(), bytes, right, 7);
+  }
+  for (size_t i = 0; i < bytes; ++i)
+    check(in[i] == pattern(left, i), "send/recv of ", bytes, " bytes from rank ", left, ": byte ", i);
+  // Nonblocking: everyone to everyone at once.
+  std::vector<std::vector<char>> got(static_cast<size_t>(p), std::vector<char>(bytes));
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    reqs.push_back(c.irecv(got[size_t(q)].data(), bytes, q, 8));
+    reqs.push_back(c.isend(out.data(), bytes, q, 8));
+  }
+  for (size_t k = 0; k < reqs.size(); ++k)
+    if (k % 2 == 0) {
+      while (!reqs[k]->test()) std::this_thread::yield();
+    } else {
+      reqs[k]->wait();
+    }
+  for (int q = 0; q < p; ++q)
+    for (size_t i = 0; q != r && i < bytes; ++i)
+      check(got[size_t(q)][i] == pattern(q, i), "irecv of ", bytes, " bytes from rank ", q, ": byte ", i);
+}
+
+void check_broadcast_barrier(Communicator& c) {
+  const int root = c.size() - 1;
+  for (size_t bytes : {size_t(1), size_t(7919 * 4 + 3)}) {
+    std::vector<char> v(bytes, c.rank() == root ? 0 : 1);
+    if (c.rank() == root)
+      for (size_t i = 0; i < bytes; ++i) v[i] = char(i * 13 + 5);
+    c.broadcast(v.data(), bytes, root);
+    for (size_t i = 0; i < bytes; ++i)
+      check(v[i] == char(i * 13 + 5), "broadcast of ", bytes, " bytes from rank ", root, ": byte ", i);
+  }
+  // Nobody leaves the barrier before the last rank enters it.
+  Timer t;
+  if (c.rank() == root) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  c.barrier();
+  check(c.size() == 1 || t.seconds() > 0.15, "barrier returned after ", t.seconds(),
+        " s while rank ", root, " slept 0.2 s");
+}
+
+void check_split(Communicator& world) {
+  const int p = world.size(), r = world.rank();
+  // Even and odd ranks, ordered by descending world rank.
+  auto half = world.split(r % 2, -r);
+  check(half != nullptr, "split returned no communicator");
+  int expect_size = 0, members_sum = 0, expect_rank = 0;
+  for (int q = 0; q < p; ++q) {
+    if (q % 2 != r % 2) continue;
+    ++expect_size;
+    members_sum += q + 1;
+    if (q > r) ++expect_rank;
+  }
+  check(half->size() == expect_size && half->rank() == expect_rank, "split: rank ", r,
+        " got rank ", half->rank(), " of ", half->size(), ", want ", expect_rank, " of ", expect_size);
+  check(half->timeout() == world.timeout(), "split did not carry the timeout");
+  for (Algorithm a : kAlgorithms)
+    for (int64_t n : {int64_t(1), int64_t(7919)})
+      check_allreduce(*half, r, members_sum, n, a, ReduceOp::kSum, false);
+  // A negative color joins nothing.
+  auto none = world.split(r == 0 ? -1 : 0, r);
+  check((r == 0) == (none == nullptr), "split with color -1 on rank 0");
+  if (none) check(none->size() == p - 1, "split without rank 0 has ", none->size(), " ranks");
+}
+
+void run_collectives(Communicator& c, bool big) {
+  const int p = c.size(), r = c.rank();
+  const int all_sum = p * (p + 1) / 2;
+  auto say = [&](const std::string& s) {
+    if (r == 0) std::printf("ok %s\n", s.c_str());
+  };
+  // timeout 0 takes MPI's blocking calls; a timeout takes the polled path.
+  for (double timeout : {0.0, 60.0}) {
+    c.set_timeout(timeout);
+    const std::string mode = timeout > 0 ? " (timeout)" : "";
+    for (Algorithm a : kAlgorithms)
+      for (int64_t n : {int64_t(0), int64_t(1), int64_t(3), int64_t(7919), int64_t(300007)})
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+          check_allreduce(c, r, all_sum, n, a, op, n >= 7919);
+    say("allreduce ring/tree/mpi/auto x sum/mean x n=0,1,3,7919,300007" + mode);
+    for (int64_t count : {int64_t(0), int64_t(1), int64_t(7919), int64_t(100003)})
+      check_reduce_scatter_allgather(c, count);
+    say("reduce_scatter, allgather" + mode);
+    for (size_t bytes : {size_t(0), size_t(5), size_t(1 << 20)}) check_p2p(c, bytes);
+    say("send/recv, isend/irecv" + mode);
+    check_broadcast_barrier(c);
+    say("broadcast from rank " + std::to_string(p - 1) + ", barrier" + mode);
+    check_split(c);
+    say("split" + mode);
+    c.check_arrival("collectives");
+    say("check_arrival" + mode);
+  }
+  c.set_timeout(0);
+  for (Algorithm a : kAlgorithms)
+    for (int64_t n : {int64_t(1), int64_t(7919)})
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) check_bf16(c, n, a, op);
+  say("bf16 allreduce");
+  if (big) {
+    const int64_t n = int64_t(16) << 20;
+    for (Algorithm a : kAlgorithms) check_allreduce(c, r, all_sum, n, a, ReduceOp::kSum, false);
+    check_allreduce(c, r, all_sum, n, Algorithm::kAuto, ReduceOp::kAverage, true);
+    say("allreduce of 16M floats");
+  }
+}
+
+// One rank arrives late at check_arrival; rank 0 must name it and the job end.
+void run_stall(Communicator& c, double timeout, int late, double sleep_s) {
+  c.set_timeout(timeout);
+  c.check_arrival("warm-up");
+  if (c.rank() == late) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
+  c.check_arrival("step 12");
+}
+
+// Rank 1 dies mid-run; the others keep reducing (with no timeout they would
+// wait forever): mpirun must end the job and name the lost rank.
+void run_kill(Communicator& c) {
+  std::vector<float> v(1 << 16, 1.0f);
+  for (int step = 0; step < 1000000; ++step) {
+    if (step == 20 && c.rank() == 1) {
+      std::fflush(stdout);
+      raise(SIGKILL);
+    }
+    c.allreduce(v.data(), int64_t(v.size()), ReduceOp::kAverage, Algorithm::kRing);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  int rank = -1;
+  try {
+    auto world = mpi_world(&argc, &argv);
+    rank = world->rank();
+    if (scenario == "collectives") {
+      run_collectives(*world, argc > 2 && std::string(argv[2]) == "--big");
+    } else if (scenario == "stall" && argc == 5) {
+      run_stall(*world, std::stod(argv[2]), std::stoi(argv[3]), std::stod(argv[4]));
+    } else if (scenario == "kill") {
+      run_kill(*world);
+    } else {
+      throw Error("usage: cohort_comm_worker collectives [--big] | stall T RANK SLEEP | kill");
+    }
+    world->barrier();
+    if (rank == 0) std::printf("PASS %s on %d ranks\n", scenario.c_str(), world->size());
+  } catch (const std::exception& e) {
+    // Leaving without MPI_Finalize makes mpirun stop the other ranks.
+    std::fflush(stdout);
+    std::fprintf(stderr, "comm_worker rank %d: %s\n", rank, e.what());
+    return 1;
+  }
+  return 0;
+}
