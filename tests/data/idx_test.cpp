@@ -35,11 +35,15 @@ void write_set(const TempDir& dir, int n, int m, bool gz) {
   w("t10k-labels-idx1-ubyte", idx_labels(m, el));
 }
 
-void check_images(const Tensor& t, int n) {
+// standardized: what load_dataset gives (it applies the dataset's mean and
+// std); the readers themselves give x/255.
+void check_images(const Tensor& t, int n, bool standardized = false) {
   ASSERT_EQ(t.shape(), (Shape{n, kR, kC, 1}));
   for (int i = 0; i < n; ++i)
-    for (int p = 0; p < kR * kC; ++p)
-      ASSERT_FLOAT_EQ(t.f32()[i * kR * kC + p], test_pixel(i, p) / 255.0f);
+    for (int p = 0; p < kR * kC; ++p) {
+      const float x = test_pixel(i, p) / 255.0f;
+      ASSERT_FLOAT_EQ(t.f32()[i * kR * kC + p], standardized ? (x - 0.2860f) / 0.3530f : x);
+    }
 }
 
 TEST(IdxReader, ParsesRawFiles) {
@@ -68,8 +72,8 @@ TEST(IdxReader, ParsesGzipFiles) {
 TEST(IdxReader, LoadDatasetAppliesLimit) {
   TempDir dir;
   write_set(dir, 12, 5, /*gz=*/false);
-  DataSplit s = load_dataset("mnist", dir.str(), 4);
-  check_images(s.train.images, 4);
+  DataSplit s = load_dataset("fashion-mnist", dir.str(), 4);
+  check_images(s.train.images, 4, /*standardized=*/true);
   EXPECT_EQ(s.train.size(), 4);
   EXPECT_EQ(s.test.size(), 5);
 }
@@ -184,8 +188,9 @@ TEST(IdxReader, RealFashionMnist) {
     lo = std::min(lo, s.train.images.f32()[i]);
     hi = std::max(hi, s.train.images.f32()[i]);
   }
-  EXPECT_EQ(lo, 0.0f);
-  EXPECT_EQ(hi, 1.0f);
+  // load_dataset standardizes: (x/255 - 0.2860) / 0.3530.
+  EXPECT_FLOAT_EQ(lo, (0.0f - 0.2860f) / 0.3530f);
+  EXPECT_FLOAT_EQ(hi, (1.0f - 0.2860f) / 0.3530f);
 }
 
 }  // namespace

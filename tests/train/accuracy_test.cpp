@@ -17,7 +17,7 @@ constexpr const char* kFashion = "/usr/share/datasets/fashion-mnist";
 
 nlohmann::json train_summary(const std::string& model) {
   std::string cmd = std::string(COHORT_BIN) + " train --model " + model +
-                    " --epochs 2 --batch 128 --lr 0.001 --optimizer adam --log jsonl 2>&1";
+                    " --epochs 2 --batch 128 --lr 0.001 --optimizer adam --threads 1 --log jsonl 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   std::string line, last;
   char buf[8192];
