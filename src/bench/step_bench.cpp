@@ -12,11 +12,12 @@
 #include "data/dataset.h"
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
+#include "parallel/data_parallel.h"
 #include "parallel/local.h"
 
 namespace cohort {
 
-nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg) {
+nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communicator* comm) {
   COHORT_INPUT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
   COHORT_INPUT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
   COHORT_INPUT_CHECK(cfg.steps >= 1, "--steps must be at least 1, got ", cfg.steps);
@@ -28,25 +29,51 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg) {
   Dataset d = make_synthetic(cfg.batch, int(in[0]), int(in[1]), int(in[2]), 10, 7);
   Batch batch{d.images, d.labels};
   auto opt = make_optimizer("adam", 0, 0);
-  LocalStep step(*model, *opt, 0);
+  std::unique_ptr<Strategy> strategy;
+  const int world = comm ? comm->size() : 1;
+  if (comm) {
+    check_and_broadcast(*comm, *model, "bench step " + cfg.model + " " + std::to_string(cfg.batch));
+    DataParallelConfig dp;
+    dp.overlap = cfg.overlap;
+    strategy = std::make_unique<DataParallel>(*comm, *model, *opt, dp, 0);
+  } else {
+    strategy = std::make_unique<LocalStep>(*model, *opt, 0);
+  }
+  StepTimes times;
 
   // Validate: training steps on one batch must give finite, falling loss.
-  double first = step.run(batch, 1e-3f).loss_sum;
-  for (int i = 1; i < cfg.warmup; ++i) step.run(batch, 1e-3f);
+  double first = strategy->step(batch, 1e-3f, times).loss_sum;
+  for (int i = 1; i < cfg.warmup; ++i) strategy->step(batch, 1e-3f, times);
+  if (comm) comm->barrier();
+  times = StepTimes{};
   Timer t;
   double last = 0;
-  for (int i = 0; i < cfg.steps; ++i) last = step.run(batch, 1e-3f).loss_sum;
+  for (int i = 0; i < cfg.steps; ++i) last = strategy->step(batch, 1e-3f, times).loss_sum;
+  if (comm) comm->barrier();
   const double secs = t.seconds();
   COHORT_CHECK(std::isfinite(last) && last < first, "bench step: loss did not fall (", first,
                " -> ", last, "): the step is wrong, not timing it");
-  const double ips = cfg.batch * cfg.steps / secs;
+  const double ips = double(cfg.batch) * world * cfg.steps / secs;
+  // Other ranks wait (sleeping, in the communicator's barrier) while rank 0
+  // reports and runs the peer, so they take no CPU from it.
+  if (comm && comm->rank() != 0) {
+    comm->barrier();
+    return {};
+  }
   const double flops = 3.0 * model->forward_flops_per_image();  // fwd + bwd (data + weights)
 
   nlohmann::ordered_json out = {{"event", "bench"}, {"model", cfg.model}, {"batch", cfg.batch},
-                        {"threads", cfg.threads}, {"steps", cfg.steps},
+                        {"threads", cfg.threads}, {"workers", world}, {"steps", cfg.steps},
                         {"images_per_second", ips}, {"gflops", ips * flops / 1e9}};
-  std::fprintf(stderr, "cohort:  %s batch %lld, %d thread(s): %.0f images/s, %.1f GFLOP/s\n",
-               cfg.model.c_str(), (long long)cfg.batch, cfg.threads, ips, ips * flops / 1e9);
+  if (comm) {
+    out["overlap"] = cfg.overlap;
+    out["step_ms"] = {{"compute", 1e3 * times.compute / cfg.steps},
+                      {"communication_wait", 1e3 * times.comm / cfg.steps}};
+  }
+  std::fprintf(stderr,
+               "cohort:  %s batch %lld, %d rank(s) x %d thread(s): %.0f images/s, %.1f GFLOP/s\n",
+               cfg.model.c_str(), (long long)cfg.batch, world, cfg.threads, ips,
+               ips * flops / 1e9);
   if (cfg.peak) {
     const double peak = measure_matmul_gflops();
     out["matmul_peak_gflops"] = peak;
@@ -57,7 +84,8 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg) {
   if (cfg.peer == "pytorch") {
     auto p = run_peer({"step", "--model", cfg.model, "--batch", std::to_string(cfg.batch),
                        "--threads", std::to_string(cfg.threads), "--steps",
-                       std::to_string(cfg.steps), "--warmup", std::to_string(cfg.warmup)});
+                       std::to_string(cfg.steps), "--warmup", std::to_string(cfg.warmup),
+                       "--world", std::to_string(world)});
     const double pips = p.at("images_per_second").get<double>();
     out["peer"] = "pytorch";
     out["peer_images_per_second"] = pips;
@@ -65,6 +93,8 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg) {
     std::fprintf(stderr, "pytorch: %.0f images/s; cohort/pytorch = %.2fx\n", pips, ips / pips);
   }
   std::printf("%s\n", out.dump().c_str());
+  std::fflush(stdout);
+  if (comm) comm->barrier();
   return out;
 }
 

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "comm/communicator.h"
+
 namespace cohort {
 
 struct StepBenchConfig {
@@ -15,8 +17,12 @@ struct StepBenchConfig {
   int warmup = 5;
   std::string peer;  // "" or "pytorch"
   bool peak = false; // also measure the matmul peak and report the share of it
+  int workers = 1;   // ranks (data-parallel, under mpirun); the peer runs DDP with as many
+  bool overlap = true;
 };
 
-nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg);
+// comm: null for one process; else every rank calls this and rank 0 prints.
+nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg,
+                                      comm::Communicator* comm = nullptr);
 
 }  // namespace cohort

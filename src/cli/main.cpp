@@ -52,7 +52,7 @@ void add_train(CLI::App& app, TrainConfig& c) {
 
 // `--workers N` outside mpirun: run this same command under mpirun with N
 // ranks on this machine (replaces the process). Returns only on failure.
-int launch_workers(int argc, char** argv, int workers) {
+int launch_workers(int argc, char** argv, int workers, bool add_parallel = true) {
   std::vector<std::string> args = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np",
                                    std::to_string(workers), "/proc/self/exe"};
   args[6] = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -67,7 +67,7 @@ int launch_workers(int argc, char** argv, int workers) {
   }
   bool has_parallel = false;
   for (auto& a : args) has_parallel |= (a == "--parallel" || a.rfind("--parallel=", 0) == 0);
-  if (!has_parallel) {
+  if (add_parallel && !has_parallel) {
     args.push_back("--parallel");
     args.push_back("dp");
   }
@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
   step->add_option("--warmup", step_cfg.warmup);
   step->add_option("--peer", step_cfg.peer, "pytorch: run the PyTorch peer in the same run");
   step->add_flag("--peak", step_cfg.peak, "also measure the fp32 matmul peak and the share of it");
+  step->add_option("--workers", step_cfg.workers, "data-parallel ranks (mpirun on this machine)");
+  step->add_flag("--no-overlap{false}", step_cfg.overlap, "reduce after backward");
 
   try {
     app.parse(argc, argv);
@@ -131,7 +133,7 @@ int main(int argc, char** argv) {
                          train_cfg.workers);
 #if COHORT_WITH_MPI
       if (train_cfg.workers > 1 && !comm::launched_by_mpirun())
-        return launch_workers(argc, argv, train_cfg.workers);
+        return launch_workers(argc, argv, train_cfg.workers, true);
       if (train_cfg.parallel != "none" || comm::launched_by_mpirun()) {
         if (train_cfg.parallel == "none") train_cfg.parallel = "dp";
         auto world = comm::mpi_world(&argc, &argv);
@@ -143,6 +145,17 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*step) {
+      COHORT_INPUT_CHECK(step_cfg.workers >= 1, "--workers must be at least 1, got ",
+                         step_cfg.workers);
+#if COHORT_WITH_MPI
+      if (step_cfg.workers > 1 && !comm::launched_by_mpirun())
+        return launch_workers(argc, argv, step_cfg.workers, false);
+      if (comm::launched_by_mpirun()) {
+        auto world = comm::mpi_world(&argc, &argv);
+        run_step_bench(step_cfg, world.get());
+        return 0;
+      }
+#endif
       run_step_bench(step_cfg);
       return 0;
     }
