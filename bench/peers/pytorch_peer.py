@@ -8,6 +8,8 @@ Run with Debian's interpreter (/usr/bin/python3, python3-torch), e.g.
     /usr/bin/python3 bench/peers/pytorch_peer.py step --model mnist-small --batch 128 --threads 1 --world 2
     /usr/bin/python3 bench/peers/pytorch_peer.py grads --model lenet \
         --weights W.safetensors --batch-file X.safetensors --out G.safetensors
+    /usr/bin/python3 bench/peers/pytorch_peer.py allreduce-bench --world 2 \
+        --sizes 4,65536,1048576 --iters 20
 
 The models mirror the ones cohort builds, with identical parameter names
 (state_dict keys). Only stdout carries the result (one JSON line); everything
@@ -446,6 +448,86 @@ def cmd_grads(args):
                                                 args.out))
 
 
+def allreduce_worker(rank, world, port, a, result_q):
+    """One gloo rank: validates then times all_reduce for each size."""
+    set_thread_env(1)
+    import torch
+    import torch.distributed as dist
+    os.environ["GLOO_SOCKET_IFNAME"] = os.environ.get("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            init_method="tcp://127.0.0.1:%d" % port)
+    try:
+        results = []
+        for nbytes in a["sizes"]:
+            n = max(1, nbytes // 4)
+            # Closed form: (rank+1)*(i%7) sums exactly to (i%7)*world(world+1)/2.
+            i7 = torch.arange(n, dtype=torch.int64) % 7
+            t = (i7 * (rank + 1)).to(torch.float32)
+            dist.all_reduce(t)
+            want = (i7 * (world * (world + 1) // 2)).to(torch.float32)
+            if not torch.equal(t, want):
+                raise RuntimeError("gloo all_reduce of %d floats is wrong" % n)
+            t.zero_()  # zeros keep the repeated sums finite
+            dist.all_reduce(t)  # warm-up
+            # Rank 0 sizes the batches from one timed call, for all ranks.
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(t)
+            one = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.broadcast(one, 0)
+            iters = a["iters"]
+            if a["seconds"] > 0:
+                want_iters = int(a["seconds"] / a["repeats"] / max(one.item(), 1e-7))
+                iters = max(1, min(iters, want_iters))
+            best = float("inf")
+            for _ in range(a["repeats"]):
+                dist.barrier()
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    dist.all_reduce(t)
+                el = torch.tensor([(time.perf_counter() - t0) / iters],
+                                  dtype=torch.float64)
+                dist.all_reduce(el, op=dist.ReduceOp.MAX)  # the slowest rank
+                best = min(best, el.item())
+            busbw = 2.0 * (world - 1) / world * n * 4 / best / 1e9
+            results.append({"bytes": n * 4, "seconds": best, "iters": iters,
+                            "busbw_gbps": busbw})
+            if rank == 0:
+                log("gloo: %d ranks, %d bytes: %.1f us, busbw %.3f GB/s"
+                    % (world, n * 4, best * 1e6, busbw))
+        if rank == 0:
+            result_q.put(results)
+    finally:
+        dist.destroy_process_group()
+
+
+def cmd_allreduce_bench(args):
+    if args.world < 2:
+        die("--world must be >= 2 (got %d)" % args.world)
+    if args.iters < 1 or args.repeats < 1:
+        die("--iters and --repeats must be >= 1")
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x]
+    except ValueError:
+        die("--sizes: expected comma-separated byte counts, got '%s'" % args.sizes)
+    if not sizes or min(sizes) < 1:
+        die("--sizes: expected positive byte counts, got '%s'" % args.sizes)
+    set_thread_env(1)
+    import torch
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q = ctx.SimpleQueue()
+    a = {"sizes": sizes, "iters": args.iters, "repeats": args.repeats,
+         "seconds": args.seconds}
+    mp.start_processes(allreduce_worker, args=(args.world, free_port(), a, q),
+                       nprocs=args.world, join=True, start_method="spawn")
+    if q.empty():
+        die("rank 0 reported no results", code=1)
+    print(json.dumps({"peer": "gloo", "torch": torch.__version__,
+                      "world": args.world, "results": q.get()}), flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="PyTorch peer for cohort")
     sub = ap.add_subparsers(dest="cmd")
@@ -470,6 +552,17 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--threads", type=int, default=1)
 
+    p = sub.add_parser("allreduce-bench",
+                       help="time gloo all_reduce of float32 tensors")
+    p.add_argument("--world", type=int, required=True)
+    p.add_argument("--sizes", required=True, help="bytes, comma-separated")
+    p.add_argument("--iters", type=int, default=20,
+                   help="iterations per timed batch (the most, with --seconds)")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="timed batches; the fastest counts")
+    p.add_argument("--seconds", type=float, default=0,
+                   help="if > 0, size batches to about this much time per size")
+
     args = ap.parse_args(argv)
     if args.cmd == "count":
         if args.model not in MODELS:
@@ -479,6 +572,8 @@ def main(argv=None):
         cmd_count(args)
     elif args.cmd == "step":
         cmd_step(args)
+    elif args.cmd == "allreduce-bench":
+        cmd_allreduce_bench(args)
     elif args.cmd == "grads":
         set_thread_env(max(1, args.threads))
         cmd_grads(args)

@@ -15,9 +15,11 @@ using detail::kSegmentFloats;
 
 namespace {
 
-// At or below this size the whole vector is exchanged each step: fewer
-// steps, and halving would leave blocks of a few floats.
-constexpr int64_t kDoublingMaxFloats = 2048;
+// At or below 2 KiB the whole vector is exchanged each step: fewer steps,
+// and it still travels eagerly (OpenMPI's shared-memory eager limit is 4 KiB
+// with headers; past it every message pays a rendezvous round trip, which
+// made whole-vector exchanges of 4 KiB slower than halving).
+constexpr int64_t kDoublingMaxFloats = 512;
 
 // Exchanges with `peer` in segments: sends `send` (scount floats), adds what
 // arrives into `acc` (rcount floats). acc = acc + received on both partners,

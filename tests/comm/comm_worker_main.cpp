@@ -6,16 +6,20 @@
 //   cohort_comm_worker collectives [--big]   every collective, closed-form checks
 //   cohort_comm_worker stall T RANK SLEEP    RANK sleeps SLEEP s before check_arrival(T)
 //   cohort_comm_worker kill                  rank 1 SIGKILLs itself mid-run
+//   cohort_comm_worker bench [MAX_BYTES [SECONDS [pytorch|none [MIN_BYTES [TIMEOUT]]]]]
+//                                            run_comm_bench until `cohort bench comm`
 #include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/comm_bench.h"
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "core/clock.h"
@@ -185,6 +189,47 @@ void check_split(Communicator& world) {
   if (none) check(none->size() == p - 1, "split without rank 0 has ", none->size(), " ranks");
 }
 
+// A receive nobody sends to must end in a CommError naming peer and tag, and
+// leave the communicator usable for the rest (the receive is cancelled).
+void check_recv_timeout(Communicator& c) {
+  if (c.size() < 2) return;
+  c.set_timeout(0.2);
+  if (c.rank() == 0) {
+    float x = 0;
+    Timer t;
+    try {
+      c.recv(&x, sizeof x, 1, 99);
+      check(false, "recv from rank 1 with no sender returned");
+    } catch (const CommError& e) {
+      const std::string want = "rank 0: recv from rank 1 (tag 99) timed out after 0.2 s";
+      check(e.what() == want, "timeout message '", e.what(), "', want '", want, "'");
+      check(t.seconds() < 2, "recv timed out after ", t.seconds(), " s, not 0.2 s");
+    }
+  }
+  c.set_timeout(0);
+  c.barrier();
+}
+
+// The data-parallel strategy all-reduces on a background thread while the
+// main thread goes on; here the main thread exchanges point-to-point
+// messages on a copy of the communicator meanwhile.
+void check_concurrent(Communicator& c) {
+  auto copy = c.split(0, c.rank());
+  const int p = c.size(), r = c.rank();
+  std::exception_ptr error;
+  std::thread background([&] {
+    try {
+      for (int i = 0; i < 10; ++i)
+        check_allreduce(c, r, p * (p + 1) / 2, 300007, Algorithm::kRing, ReduceOp::kSum, false);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  for (int i = 0; i < 10; ++i) check_p2p(*copy, 4096);
+  background.join();
+  if (error) std::rethrow_exception(error);
+}
+
 void run_collectives(Communicator& c, bool big) {
   const int p = c.size(), r = c.rank();
   const int all_sum = p * (p + 1) / 2;
@@ -213,6 +258,12 @@ void run_collectives(Communicator& c, bool big) {
     say("check_arrival" + mode);
   }
   c.set_timeout(0);
+  check_recv_timeout(c);
+  say("recv timeout");
+  if (mpi_thread_multiple()) {
+    check_concurrent(c);
+    say("allreduce on a background thread beside p2p on the main thread");
+  }
   for (Algorithm a : kAlgorithms)
     for (int64_t n : {int64_t(1), int64_t(7919)})
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) check_bf16(c, n, a, op);
@@ -260,6 +311,14 @@ int main(int argc, char** argv) {
       run_stall(*world, std::stod(argv[2]), std::stoi(argv[3]), std::stod(argv[4]));
     } else if (scenario == "kill") {
       run_kill(*world);
+    } else if (scenario == "bench") {
+      CommBenchConfig cfg;
+      if (argc > 2) cfg.max_bytes = std::stoll(argv[2]);
+      if (argc > 3) cfg.seconds = std::stod(argv[3]);
+      if (argc > 4) cfg.peer = std::string(argv[4]) == "none" ? "" : argv[4];
+      if (argc > 5) cfg.min_bytes = std::stoll(argv[5]);
+      if (argc > 6) cfg.timeout = std::stod(argv[6]);
+      run_comm_bench(*world, cfg);
     } else {
       throw Error("usage: cohort_comm_worker collectives [--big] | stall T RANK SLEEP | kill");
     }

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -75,9 +74,9 @@ bool poll_all(MPI_Request* reqs, int n, double seconds) {
   }
 }
 
-// Gives up on requests after a timeout: receives are cancelled, sends left to
-// finish or die with the job. Either way the buffers are no longer ours to
-// trust, which is why a CommError ends the communicator's useful life.
+// Gives up on requests after a timeout: receives are cancelled, sends are
+// left to finish or die with the job, so a timed-out send's buffer may still
+// be read later. A CommError is meant to end the job, not to be retried.
 void abandon(MPI_Request* reqs, int n) {
   for (int i = 0; i < n; ++i) {
     if (reqs[i] == MPI_REQUEST_NULL) continue;
@@ -196,7 +195,8 @@ class MpiCommunicator final : public Communicator {
     post(false, rbuf, rbytes, src, tag, comm_, reqs);
     post(true, sbuf, sbytes, dst, tag, comm_, reqs);
     wait(reqs.data(), int(reqs.size()), [&] {
-      return "sendrecv (recv from " + who(src) + ", send to " + who(dst) + tag_str(tag) + ")";
+      return "sendrecv (recv from " + who(src) + ", send to " + who(dst) + ", tag " +
+             std::to_string(tag) + ")";
     });
   }
 

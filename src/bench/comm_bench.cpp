@@ -1,0 +1,234 @@
+// `cohort bench comm`: for each message size, every algorithm is first
+// checked against the closed form, then timed in batches sized to a budget;
+// the fastest batch counts, each batch timed by its slowest rank. Bus
+// bandwidth, 2(N-1)/N * bytes / time, is what every rank sends and receives
+// in a bandwidth-optimal all-reduce, so sizes and world sizes compare. The
+// peers run in the same job: MPI_Allreduce beside cohort's algorithms, then
+// PyTorch's gloo from rank 0 while the other ranks sleep.
+#include "bench/comm_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <limits>
+#include <vector>
+
+#include "bench/peer.h"
+#include "core/clock.h"
+#include "core/error.h"
+
+namespace cohort {
+
+#if COHORT_WITH_MPI
+
+namespace {
+
+using comm::Algorithm;
+using comm::Communicator;
+using comm::ReduceOp;
+
+struct Column {
+  const char* name;
+  Algorithm algo;
+};
+
+// The timeout a column is measured under (see CommBenchConfig::timeout).
+void use_timeout(Communicator& c, const Column& col, const CommBenchConfig& cfg) {
+  c.set_timeout(col.algo == Algorithm::kMpi ? 0.0 : cfg.timeout);
+}
+// mpi is a peer's figure, measured here because it shares the job.
+constexpr Column kColumns[] = {{"ring", Algorithm::kRing},
+                               {"tree", Algorithm::kTree},
+                               {"auto", Algorithm::kAuto},
+                               {"mpi", Algorithm::kMpi}};
+
+double max_over_ranks(Communicator& c, double v) {
+  const float mine = float(v);
+  std::vector<float> all(static_cast<size_t>(c.size()));
+  c.allgather(&mine, all.data(), 1);
+  return *std::max_element(all.begin(), all.end());
+}
+
+// A barrier that sleeps instead of spinning, so waiting ranks leave the CPUs
+// to the peer that rank 0 runs meanwhile.
+void quiet_barrier(Communicator& c) {
+  const double saved = c.timeout();
+  c.set_timeout(24 * 3600.0);
+  c.barrier();
+  c.set_timeout(saved);
+}
+
+void validate(Communicator& c, float* v, int64_t n, const Column& col) {
+  const int p = c.size(), r = c.rank();
+  for (int64_t i = 0; i < n; ++i) v[i] = float((r + 1) * (i % 7));
+  c.allreduce(v, n, ReduceOp::kSum, col.algo);
+  for (int64_t i = 0; i < n; ++i)
+    if (v[i] != float((i % 7) * p * (p + 1) / 2))
+      throw Error(detail::concat("bench comm: ", col.name, " all-reduce of ", n * 4,
+                                 " bytes on ", p, " ranks is wrong at element ", i, " (", v[i],
+                                 "); not timing it"));
+}
+
+// Seconds per all-reduce for each column: the fastest of cfg.repeats
+// batches, each batch's time the slowest rank's. The columns' batches take
+// turns, so a burst of load from elsewhere on the machine hits them alike.
+std::vector<double> time_columns(Communicator& c, float* v, int64_t n, const CommBenchConfig& cfg) {
+  constexpr size_t kCols = std::size(kColumns);
+  std::fill(v, v + n, 0.0f);  // zeros keep repeated sums finite
+  const double budget = cfg.seconds / cfg.repeats;
+  std::vector<int> iters(kCols);
+  double slowest = 0;
+  Timer t;
+  for (size_t k = 0; k < kCols; ++k) {
+    use_timeout(c, kColumns[k], cfg);
+    c.barrier();
+    t.reset();
+    c.allreduce(v, n, ReduceOp::kSum, kColumns[k].algo);  // warm-up: scratch, pages
+    double one = max_over_ranks(c, t.seconds());
+    if (one < budget) {
+      c.barrier();
+      t.reset();
+      for (int i = 0; i < 3; ++i) c.allreduce(v, n, ReduceOp::kSum, kColumns[k].algo);
+      one = max_over_ranks(c, t.seconds() / 3);
+    }
+    iters[k] = int(std::clamp(budget / std::max(one, 1e-7), 1.0, 1e5));
+    slowest = std::max(slowest, one);
+  }
+  // Calls far over the batch budget (hundreds of MiB) are few and steady.
+  const int repeats = slowest > 4 * budget ? std::min(cfg.repeats, 3) : cfg.repeats;
+  std::vector<double> best(kCols, std::numeric_limits<double>::infinity());
+  for (int rep = 0; rep < repeats; ++rep)
+    for (size_t k = 0; k < kCols; ++k) {
+      use_timeout(c, kColumns[k], cfg);
+      c.barrier();
+      t.reset();
+      for (int i = 0; i < iters[k]; ++i) c.allreduce(v, n, ReduceOp::kSum, kColumns[k].algo);
+      best[k] = std::min(best[k], max_over_ranks(c, t.seconds() / iters[k]));
+    }
+  return best;
+}
+
+double busbw_gbps(int world, int64_t bytes, double seconds) {
+  return 2.0 * (world - 1) / world * double(bytes) / seconds / 1e9;
+}
+
+}  // namespace
+
+nlohmann::ordered_json run_comm_bench(Communicator& c, const CommBenchConfig& cfg) {
+  const int p = c.size();
+  const bool root = c.rank() == 0;
+  const double saved_timeout = c.timeout();
+  COHORT_INPUT_CHECK(cfg.timeout >= 0, "bench comm: timeout must be >= 0, got ", cfg.timeout);
+  COHORT_INPUT_CHECK(p >= 2, "bench comm: needs at least 2 ranks (start it with mpirun -np N)");
+  COHORT_INPUT_CHECK(cfg.min_bytes >= 1 && cfg.max_bytes >= cfg.min_bytes,
+                     "bench comm: sizes must satisfy 1 <= min <= max, got ", cfg.min_bytes,
+                     " .. ", cfg.max_bytes);
+  COHORT_INPUT_CHECK(cfg.factor >= 2, "bench comm: size factor must be at least 2, got ",
+                     cfg.factor);
+  COHORT_INPUT_CHECK(cfg.repeats >= 1 && cfg.seconds > 0,
+                     "bench comm: repeats and seconds must be positive");
+  COHORT_INPUT_CHECK(cfg.peer.empty() || cfg.peer == "pytorch", "--peer: unknown peer '",
+                     cfg.peer, "' (valid: pytorch)");
+
+  std::vector<int64_t> sizes;  // bytes, whole floats
+  for (int64_t b = cfg.min_bytes; b <= cfg.max_bytes; b *= cfg.factor)
+    sizes.push_back((b + 3) / 4 * 4);
+  std::vector<float> buf(static_cast<size_t>(sizes.back() / 4));
+
+  if (root)
+    std::fprintf(stderr, "bench comm: %d ranks, bus bandwidth GB/s = 2(N-1)/N * bytes / time\n", p);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (int64_t bytes : sizes) {
+    const int64_t n = bytes / 4;
+    nlohmann::ordered_json row = {{"bytes", bytes}};
+    for (const Column& col : kColumns) {
+      use_timeout(c, col, cfg);
+      validate(c, buf.data(), n, col);
+    }
+    const std::vector<double> secs = time_columns(c, buf.data(), n, cfg);
+    for (size_t k = 0; k < secs.size(); ++k) {
+      row[std::string(kColumns[k].name) + "_gbps"] = busbw_gbps(p, bytes, secs[k]);
+      row[std::string(kColumns[k].name) + "_us"] = secs[k] * 1e6;
+    }
+    row["auto_runs"] = comm::algorithm_name(comm::choose_algorithm(size_t(bytes), p));
+    if (root)
+      std::fprintf(stderr, "  %10lld B: ring %.3f  tree %.3f  auto %.3f  mpi %.3f\n",
+                   (long long)bytes, row["ring_gbps"].get<double>(),
+                   row["tree_gbps"].get<double>(), row["auto_gbps"].get<double>(),
+                   row["mpi_gbps"].get<double>());
+    rows.push_back(row);
+  }
+
+  c.set_timeout(saved_timeout);
+  // gloo after cohort, on the same cores, while the other ranks sleep.
+  nlohmann::json gloo;
+  std::string peer_error;
+  if (!cfg.peer.empty()) {
+    if (root) {
+      std::string csv;
+      for (int64_t b : sizes) csv += (csv.empty() ? "" : ",") + std::to_string(b);
+      try {
+        if (!peer_available()) throw Error("python3 with torch not found (" + peer_python() + ")");
+        gloo = run_peer({"allreduce-bench", "--world", std::to_string(p), "--sizes", csv,
+                         "--iters", "100000", "--repeats", std::to_string(cfg.repeats),
+                         "--seconds", std::to_string(cfg.seconds)});
+      } catch (const Error& e) {
+        peer_error = e.what();
+        std::fprintf(stderr, "bench comm: gloo peer not measured: %s\n", e.what());
+      }
+    }
+    quiet_barrier(c);
+  }
+
+  for (auto& row : rows) {
+    double peer = row["mpi_gbps"].get<double>();
+    row["gloo_gbps"] = nullptr;  // stays null when gloo was not measured
+    if (gloo.contains("results"))
+      for (auto& g : gloo["results"])
+        if (g["bytes"].get<int64_t>() == row["bytes"].get<int64_t>()) {
+          row["gloo_gbps"] = g["busbw_gbps"].get<double>();
+          row["gloo_us"] = g["seconds"].get<double>() * 1e6;
+          peer = std::max(peer, g["busbw_gbps"].get<double>());
+        }
+    const double best = std::max({row["ring_gbps"].get<double>(), row["tree_gbps"].get<double>(),
+                                  row["auto_gbps"].get<double>()});
+    row["best_cohort_gbps"] = best;
+    row["best_peer_gbps"] = peer;
+    row["ratio"] = best / peer;
+  }
+
+  nlohmann::ordered_json out = {{"event", "bench-comm"}, {"world", p},
+                                {"seconds_per_size", cfg.seconds}, {"repeats", cfg.repeats},
+                                {"timeout", cfg.timeout}};
+  if (const char* btl = std::getenv("OMPI_MCA_btl")) out["btl"] = btl;
+  if (!peer_error.empty()) out["peer_error"] = peer_error;
+  out["sizes"] = rows;
+  if (root) {
+    std::fprintf(stderr, "\n%12s %8s %8s %8s %8s %8s %8s %8s %7s\n", "bytes", "ring", "tree",
+                 "auto", "mpi", "gloo", "cohort", "peer", "ratio");
+    for (auto& row : rows) {
+      char gl[16] = "       -";
+      if (row["gloo_gbps"].is_number())
+        std::snprintf(gl, sizeof gl, "%8.3f", row["gloo_gbps"].get<double>());
+      std::fprintf(stderr, "%12lld %8.3f %8.3f %8.3f %8.3f %s %8.3f %8.3f %6.2fx\n",
+                   (long long)row["bytes"].get<int64_t>(), row["ring_gbps"].get<double>(),
+                   row["tree_gbps"].get<double>(), row["auto_gbps"].get<double>(),
+                   row["mpi_gbps"].get<double>(), gl, row["best_cohort_gbps"].get<double>(),
+                   row["best_peer_gbps"].get<double>(), row["ratio"].get<double>());
+    }
+    std::printf("%s\n", out.dump().c_str());
+    std::fflush(stdout);
+  }
+  return out;
+}
+
+#else
+
+nlohmann::ordered_json run_comm_bench(comm::Communicator&, const CommBenchConfig&) {
+  throw InputError("bench comm: this cohort was built without MPI (COHORT_MPI=OFF)");
+}
+
+#endif
+
+}  // namespace cohort
