@@ -75,7 +75,7 @@ Job mpirun(int ranks, const std::string& args) {
   // mpirun refuses root without these; 2 vCPUs need --oversubscribe.
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  const std::string cmd = "timeout -s KILL 120 mpirun --oversubscribe --mca btl self,vader -np " +
+  const std::string cmd = "timeout -k 10 120 mpirun --oversubscribe --mca btl self,vader -np " +
                           std::to_string(ranks) + " " + worker_path() + " " + args + " 2>&1";
   const auto t0 = std::chrono::steady_clock::now();
   FILE* f = popen(cmd.c_str(), "r");
