@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "bench/comm_bench.h"
 #include "bench/step_bench.h"
 #include "core/error.h"
 #if COHORT_WITH_MPI
@@ -116,6 +117,17 @@ int main(int argc, char** argv) {
   step->add_option("--workers", step_cfg.workers, "data-parallel ranks (mpirun on this machine)");
   step->add_flag("--no-overlap{false}", step_cfg.overlap, "reduce after backward");
 
+#if COHORT_WITH_MPI
+  CommBenchConfig comm_cfg;
+  int comm_workers = 2;
+  auto* comm_bench = bench->add_subcommand("comm", "all-reduce bus bandwidth: ring, tree, MPI, gloo");
+  comm_bench->add_option("--workers", comm_workers, "ranks (mpirun on this machine)");
+  comm_bench->add_option("--min-bytes", comm_cfg.min_bytes);
+  comm_bench->add_option("--max-bytes", comm_cfg.max_bytes);
+  comm_bench->add_option("--seconds", comm_cfg.seconds, "timing budget per size and algorithm");
+  comm_bench->add_option("--peer", comm_cfg.peer, "pytorch (gloo) or none");
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -159,6 +171,16 @@ int main(int argc, char** argv) {
       run_step_bench(step_cfg);
       return 0;
     }
+#if COHORT_WITH_MPI
+    if (*comm_bench) {
+      if (comm_cfg.peer == "none") comm_cfg.peer.clear();
+      COHORT_INPUT_CHECK(comm_workers >= 2, "--workers must be at least 2, got ", comm_workers);
+      if (!comm::launched_by_mpirun()) return launch_workers(argc, argv, comm_workers, false);
+      auto world = comm::mpi_world(&argc, &argv);
+      run_comm_bench(*world, comm_cfg);
+      return 0;
+    }
+#endif
   } catch (const InputError& e) {
     std::fprintf(stderr, "cohort: %s\n", e.what());
     return 2;
