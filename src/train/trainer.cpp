@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 
@@ -28,6 +29,13 @@ std::vector<std::string> class_names(const std::string& dataset) {
     return {"airplane", "automobile", "bird", "cat", "deer",
             "dog",      "frog",       "horse", "ship", "truck"};
   return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+}
+
+// This process's peak resident memory (every rank is alike under dp).
+static double peak_memory_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
 }
 
 static void check_config(const TrainConfig& c) {
@@ -137,7 +145,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
                 {"batch", cfg.batch}, {"threads", omp_get_max_threads()}, {"world_size", world},
                 {"parallel", cfg.parallel}, {"global_batch", global_batch}});
 
-  std::vector<double> epoch_seconds;
+  std::vector<double> epoch_seconds, epoch_ips;
   double total_images = 0, total_seconds = 0, data_s = 0;
   StepTimes times;
   int64_t updates = 0, total_micro = 0;
@@ -167,6 +175,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     const double secs = epoch_timer.seconds();
     strategy->sum(m, 3);
     epoch_seconds.push_back(secs);
+    epoch_ips.push_back(m[2] / secs);
     total_images += m[2];
     total_seconds += secs;
     eval = evaluate_all(*model, data.test, *strategy);
@@ -192,6 +201,8 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
       {"per_class_accuracy", eval.per_class_accuracy},
       {"epoch_seconds", epoch_seconds},
       {"images_per_second", total_images / total_seconds},
+      {"epoch_images_per_second", epoch_ips},
+      {"peak_memory_mb", peak_memory_mb()},
       {"step_seconds",
        {{"total", (times.compute + times.comm + data_s) / n}, {"compute", times.compute / n},
         {"communication", times.comm / n}, {"data", data_s / n}}}};
