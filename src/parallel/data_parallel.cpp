@@ -1,6 +1,7 @@
 #include "parallel/data_parallel.h"
 
 #include <algorithm>
+#include <exception>
 #include <sstream>
 
 #include "core/clock.h"
@@ -29,7 +30,14 @@ DataParallel::~DataParallel() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  // Unwinding from an error: the thread may sit in an all-reduce that another
+  // rank will never join. Joining would hang; the process is about to exit
+  // non-zero and mpirun ends the job, so leave the thread behind.
+  if (std::uncaught_exceptions() > 0)
+    thread_.detach();
+  else
+    thread_.join();
 }
 
 void DataParallel::reduce_bucket(size_t i) {
