@@ -28,7 +28,8 @@ struct TrainConfig {
   std::string save, load;
 
   // Parallelism (src/parallel/).
-  std::string parallel = "none";  // none | dp
+  std::string parallel = "none";  // none | dp | replicas
+  int replicas = 2;               // --parallel replicas: replica threads in one process
   int workers = 1;                // >1: start that many ranks with mpirun on this machine
   std::string allreduce = "auto"; // ring | tree | mpi | auto
   double bucket_mb = 25;

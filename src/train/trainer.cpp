@@ -18,6 +18,7 @@
 #include "train/report.h"
 #include "parallel/data_parallel.h"
 #include "parallel/local.h"
+#include "parallel/replicas.h"
 
 namespace cohort {
 
@@ -44,8 +45,9 @@ static void check_config(const TrainConfig& c) {
   COHORT_INPUT_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
   COHORT_INPUT_CHECK(c.threads >= 0, "--threads must be 0 (all) or more, got ", c.threads);
   COHORT_INPUT_CHECK(c.repeat >= 1, "--repeat must be at least 1, got ", c.repeat);
-  COHORT_INPUT_CHECK(c.parallel == "none" || c.parallel == "dp", "--parallel: unknown strategy '",
-                     c.parallel, "' (valid: none, dp)");
+  COHORT_INPUT_CHECK(c.parallel == "none" || c.parallel == "dp" || c.parallel == "replicas",
+                     "--parallel: unknown strategy '", c.parallel, "' (valid: none, dp, replicas)");
+  COHORT_INPUT_CHECK(c.replicas >= 1, "--replicas must be at least 1, got ", c.replicas);
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
 }
@@ -106,6 +108,10 @@ static DataSplit load_data(const TrainConfig& cfg, const nn::Model& model) {
 static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Communicator* comm,
                                                nn::Model& model, Optimizer& opt) {
   if (cfg.parallel == "none") return std::make_unique<LocalStep>(model, opt, cfg.seed, cfg.clip_norm);
+  if (cfg.parallel == "replicas")
+    return std::make_unique<Replicas>(model, opt, cfg.replicas,
+                                      std::max(1, omp_get_max_threads() / cfg.replicas), cfg.seed,
+                                      cfg.clip_norm);
   COHORT_INPUT_CHECK(comm, "--parallel dp needs ranks: start with mpirun or --workers N");
   DataParallelConfig dp;
   dp.bucket_mb = cfg.bucket_mb;

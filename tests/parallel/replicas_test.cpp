@@ -1,0 +1,43 @@
+// --parallel replicas (PyTorch's DataParallel: one process, replica threads)
+// ends with the weights of the single-process run at the same batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "train/checkpoint.h"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Replicas, MatchTheSingleProcessRun) {
+  const fs::path d = fs::temp_directory_path() / "cohort_replicas";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  const std::string base = std::string(COHORT_BIN) +
+                           " train --model mnist-small --data synthetic --epochs 1 --optimizer sgd"
+                           " --lr 0.01 --momentum 0.9 --log jsonl --limit 512 --batch 32 --save ";
+  const std::string single = (d / "single.safetensors").string();
+  const std::string rep = (d / "replicas.safetensors").string();
+  ASSERT_EQ(std::system((base + single + " > /dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((base + rep + " --parallel replicas --replicas 3 > /dev/null").c_str()), 0);
+  auto a = load_safetensors(single), b = load_safetensors(rep);
+  double diff = 0, ref = 0;
+  for (auto& t : a.tensors) {
+    const Tensor* o = b.find(t.name);
+    ASSERT_NE(o, nullptr) << t.name;
+    for (int64_t i = 0; i < t.tensor.numel(); ++i) {
+      diff = std::max(diff, double(std::fabs(o->f32()[i] - t.tensor.f32()[i])));
+      ref = std::max(ref, double(std::fabs(t.tensor.f32()[i])));
+    }
+  }
+  EXPECT_LE(diff / ref, 1e-5);
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace cohort
