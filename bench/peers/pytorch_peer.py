@@ -10,6 +10,8 @@ Run with Debian's interpreter (/usr/bin/python3, python3-torch), e.g.
         --weights W.safetensors --batch-file X.safetensors --out G.safetensors
     /usr/bin/python3 bench/peers/pytorch_peer.py allreduce-bench --world 2 \
         --sizes 4,65536,1048576 --iters 20
+    /usr/bin/python3 bench/peers/pytorch_peer.py train --model mnist-small \
+        --batch 128 --repeat 1 --epochs 2 --limit 6000 --threads 1 --world 2
 
 The models mirror the ones cohort builds, with identical parameter names
 (state_dict keys). Only stdout carries the result (one JSON line); everything
@@ -528,6 +530,161 @@ def cmd_allreduce_bench(args):
                       "world": args.world, "results": q.get()}), flush=True)
 
 
+# ---------------------------------------------------------------------------
+# train: the same run as `cohort train` (for `cohort bench grid --peer pytorch`)
+# ---------------------------------------------------------------------------
+
+FASHION_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx_gz(path):
+    import gzip
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load_train_data(data, limit, data_dir):
+    """(train_x, train_y, test_x, test_y) as torch tensors, NCHW float32."""
+    import torch
+    if data == "synthetic":
+        n = limit if limit > 0 else 60000
+        g = torch.Generator().manual_seed(1234)
+        tx = torch.randn((n, 1, 28, 28), generator=g)
+        ty = torch.randint(0, 10, (n,), generator=g)
+        g = torch.Generator().manual_seed(5678)
+        vx = torch.randn((10000, 1, 28, 28), generator=g)
+        vy = torch.randint(0, 10, (10000,), generator=g)
+        return tx, ty, vx, vy
+    if data != "fashion-mnist":
+        die("--data: unknown dataset '%s' (valid: fashion-mnist, synthetic)" % data)
+    out = []
+    for prefix in ("train", "t10k"):
+        ip = os.path.join(data_dir, prefix + "-images-idx3-ubyte.gz")
+        lp = os.path.join(data_dir, prefix + "-labels-idx1-ubyte.gz")
+        for path in (ip, lp):
+            if not os.path.exists(path):
+                die("--data-dir: missing %s" % path)
+        x = read_idx_gz(ip)
+        y = read_idx_gz(lp)
+        if prefix == "train" and limit > 0:
+            x, y = x[:limit], y[:limit]
+        x = torch.from_numpy(x.astype("float32")).unsqueeze(1)
+        x = (x / 255.0 - 0.2860) / 0.3530
+        out += [x, torch.from_numpy(y.astype("int64"))]
+    return tuple(out)
+
+
+def train_worker(rank, world, port, a, result_q):
+    """One rank of `train`: rank 0 puts its summary on result_q."""
+    set_thread_env(a["threads"])
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(a["threads"])
+    ddp = world > 1
+    if ddp:
+        import torch.distributed as dist
+        os.environ["GLOO_SOCKET_IFNAME"] = os.environ.get("GLOO_SOCKET_IFNAME", "lo")
+        dist.init_process_group("gloo", rank=rank, world_size=world,
+                                init_method="tcp://127.0.0.1:%d" % port)
+    try:
+        tx, ty, vx, vy = load_train_data(a["data"], a["limit"], a["data_dir"])
+        torch.manual_seed(a["seed"])
+        model = build_model(a["model"])
+        if ddp:
+            from torch.nn.parallel import DistributedDataParallel
+            model = DistributedDataParallel(model)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+        n = tx.shape[0] * a["repeat"]
+        per_rank = (n + world - 1) // world  # DistributedSampler: pad, then stride
+        epoch_seconds, epoch_ips = [], []
+        for epoch in range(a["epochs"]):
+            g = torch.Generator().manual_seed(a["seed"] + epoch)
+            idx = torch.randperm(n, generator=g)
+            if per_rank * world > n:
+                idx = torch.cat([idx, idx[:per_rank * world - n]])
+            idx = idx[rank::world] % tx.shape[0]
+            model.train()
+            if ddp:
+                dist.barrier()
+            t0 = time.perf_counter()
+            for i in range(0, idx.shape[0], a["batch"]):
+                b = idx[i:i + a["batch"]]
+                x, y = tx[b], ty[b]
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+            if ddp:
+                dist.barrier()
+            secs = time.perf_counter() - t0
+            epoch_seconds.append(secs)
+            epoch_ips.append(idx.shape[0] * world / secs)
+            log("rank %d epoch %d: %.2fs, loss %.4f" % (rank, epoch + 1, secs, float(loss)))
+        if rank == 0:
+            net = model.module if ddp else model
+            net.eval()
+            correct = 0
+            with torch.no_grad():
+                for i in range(0, vx.shape[0], 1000):
+                    correct += int((net(vx[i:i + 1000]).argmax(1) == vy[i:i + 1000]).sum())
+            total_images = per_rank * world * a["epochs"]
+            result_q.put({
+                "event": "summary", "peer": "pytorch", "torch": torch.__version__,
+                "model": a["model"], "batch": a["batch"], "threads": a["threads"],
+                "world_size": world, "global_batch": a["batch"] * world,
+                "test_accuracy": correct / vx.shape[0],
+                "epoch_seconds": epoch_seconds,
+                "epoch_images_per_second": epoch_ips,
+                "images_per_second": total_images / sum(epoch_seconds)})
+    finally:
+        if ddp:
+            dist.destroy_process_group()
+
+
+def cmd_train(args):
+    if args.model not in MODELS:
+        die("unknown model '%s' (known: %s)" % (args.model, ", ".join(MODELS)))
+    for name in ("batch", "threads", "epochs", "world", "repeat"):
+        if getattr(args, name) < 1:
+            die("--%s must be >= 1 (got %d)" % (name, getattr(args, name)))
+    if args.limit < 0:
+        die("--limit must be >= 0 (got %d)" % args.limit)
+    set_thread_env(args.threads)
+    a = {k: getattr(args, k) for k in ("model", "batch", "repeat", "epochs",
+                                         "limit", "data", "threads", "seed")}
+    a["data_dir"] = args.data_dir
+    if args.world == 1:
+        import queue
+        q = queue.SimpleQueue()
+        train_worker(0, 1, 0, a, q)
+    else:
+        import torch.multiprocessing as mp
+        q = mp.get_context("spawn").SimpleQueue()
+        mp.start_processes(train_worker, args=(args.world, free_port(), a, q),
+                           nprocs=args.world, join=True, start_method="spawn")
+    if q.empty():
+        die("rank 0 reported no summary", code=1)
+    print(json.dumps(q.get()), flush=True)
+
+
+def add_train_parser(sub):
+    p = sub.add_parser("train", help="train like `cohort train` and time epochs")
+    p.add_argument("--model", required=True)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--data", default="fashion-mnist")
+    p.add_argument("--data-dir", default=FASHION_DIR)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--world", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="PyTorch peer for cohort")
     sub = ap.add_subparsers(dest="cmd")
@@ -563,7 +720,12 @@ def main(argv=None):
     p.add_argument("--seconds", type=float, default=0,
                    help="if > 0, size batches to about this much time per size")
 
+    add_train_parser(sub)
+
     args = ap.parse_args(argv)
+    if args.cmd == "train":
+        cmd_train(args)
+        return
     if args.cmd == "count":
         if args.model not in MODELS:
             die("unknown model '%s' (known: %s)"

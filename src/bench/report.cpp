@@ -1,0 +1,260 @@
+// The grid's report files: results.jsonl (one object per point, cohort_* and
+// pytorch_* fields side by side), results.csv, report.md, and PNGs drawn by
+// bench/plot_report.py (Debian's python3-matplotlib, Agg backend).
+#include "bench/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "bench/peer.h"
+#include "core/error.h"
+
+namespace cohort {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+using Key = std::tuple<std::string, int, int, int>;  // model, batch, repeat, threads
+
+Key key_of(const ordered_json& p) {
+  return {p.value("model", std::string()), p.value("batch", 0), p.value("repeat", 0),
+          p.value("threads_per_rank", 1)};
+}
+
+bool has_num(const ordered_json& p, const std::string& k) {
+  return p.contains(k) && p[k].is_number();
+}
+
+std::string num(const ordered_json& p, const std::string& k, const char* f = "%.1f") {
+  if (!has_num(p, k)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, p[k].get<double>());
+  return buf;
+}
+
+std::string pct(const ordered_json& p, const std::string& k) {
+  if (!has_num(p, k)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * p[k].get<double>());
+  return buf;
+}
+
+}  // namespace
+
+void derive_metrics(std::vector<ordered_json>& points) {
+  for (const std::string pre : {"cohort_", "pytorch_"}) {
+    std::map<Key, double> base;
+    for (auto& p : points)
+      if (p.value("workers", 0) == 1 && has_num(p, pre + "images_per_second"))
+        base[key_of(p)] = p[pre + "images_per_second"].get<double>();
+    for (auto& p : points) {
+      auto it = base.find(key_of(p));
+      if (it == base.end() || !has_num(p, pre + "images_per_second") || it->second <= 0) {
+        p.erase(pre + "speedup");
+        p.erase(pre + "efficiency");
+        continue;
+      }
+      const double s = p[pre + "images_per_second"].get<double>() / it->second;
+      p[pre + "speedup"] = s;
+      p[pre + "efficiency"] = s / p.value("workers", 1);
+    }
+  }
+  for (auto& p : points) {
+    if (has_num(p, "cohort_images_per_second") && has_num(p, "pytorch_images_per_second") &&
+        p["pytorch_images_per_second"].get<double>() > 0)
+      p["ratio"] = p["cohort_images_per_second"].get<double>() /
+                   p["pytorch_images_per_second"].get<double>();
+    else
+      p.erase("ratio");
+  }
+}
+
+std::vector<ordered_json> read_results(const std::string& dir) {
+  const fs::path path = fs::path(dir) / "results.jsonl";
+  std::ifstream in(path);
+  COHORT_INPUT_CHECK(in, "bench report: cannot read ", path.string());
+  std::vector<ordered_json> out;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      out.push_back(ordered_json::parse(line));
+    } catch (const std::exception&) {
+      throw InputError("bench report: " + path.string() + " line " + std::to_string(n) +
+                       " is not JSON");
+    }
+  }
+  COHORT_INPUT_CHECK(!out.empty(), "bench report: ", path.string(), " holds no points");
+  return out;
+}
+
+void write_results_jsonl(const std::string& dir, const std::vector<ordered_json>& points) {
+  const fs::path path = fs::path(dir) / "results.jsonl";
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    for (auto& p : points) out << p.dump() << "\n";
+  }
+  fs::rename(tmp, path);
+}
+
+void write_results_csv(const std::string& dir, const std::vector<ordered_json>& points) {
+  // Columns: the union of scalar fields, in first-seen order.
+  std::vector<std::string> cols;
+  std::set<std::string> seen;
+  for (auto& p : points)
+    for (auto& [k, v] : p.items())
+      if (!v.is_structured() && seen.insert(k).second) cols.push_back(k);
+  std::ofstream out(fs::path(dir) / "results.csv");
+  for (size_t i = 0; i < cols.size(); ++i) out << (i ? "," : "") << cols[i];
+  out << "\n";
+  for (auto& p : points) {
+    for (size_t i = 0; i < cols.size(); ++i) {
+      if (i) out << ",";
+      if (!p.contains(cols[i]) || p[cols[i]].is_null()) continue;
+      const auto& v = p[cols[i]];
+      if (v.is_string()) {
+        std::string s = v.get<std::string>();
+        if (s.find_first_of(",\"") != std::string::npos) {
+          std::string q = "\"";
+          for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+          s = q + "\"";
+        }
+        out << s;
+      } else {
+        out << v.dump();
+      }
+    }
+    out << "\n";
+  }
+}
+
+void write_report_md(const std::string& dir, const std::vector<ordered_json>& points) {
+  std::ofstream md(fs::path(dir) / "report.md");
+  const auto& f = points.front();
+  bool peer = false;
+  for (auto& p : points) peer |= p.contains("pytorch_images_per_second") || p.contains("pytorch_error");
+  md << "# cohort bench grid: " << fs::path(dir).filename().string() << "\n\n";
+  md << points.size() << " point(s); data " << f.value("data", std::string("?")) << ", limit "
+     << f.value("limit", 0) << " images, " << f.value("epochs", 0)
+     << " epoch(s). `--batch` is per rank (global batch = batch x workers); images/s is the mean "
+        "over all epochs; speed-up and efficiency are against the 1-worker point with the same "
+        "model, batch, repeat and threads per rank (efficiency = ips_N / (N x ips_1)).\n\n";
+
+  md << "## Throughput and scaling\n\n";
+  md << "| model | batch | repeat | workers x threads | cohort img/s | "
+     << (peer ? "PyTorch img/s | cohort/PyTorch | " : "") << "cohort speed-up | cohort eff. | "
+     << (peer ? "PyTorch speed-up | PyTorch eff. | " : "") << "\n|";
+  const int ncol = 7 + (peer ? 4 : 0);
+  for (int i = 0; i < ncol; ++i) md << "---|";
+  md << "\n";
+  for (auto& p : points) {
+    md << "| " << p.value("model", std::string()) << " | " << p.value("batch", 0) << " | "
+       << p.value("repeat", 0) << " | " << p.value("workers", 0) << " x "
+       << p.value("threads_per_rank", 1) << " | " << num(p, "cohort_images_per_second", "%.0f")
+       << " | ";
+    if (peer)
+      md << num(p, "pytorch_images_per_second", "%.0f") << " | " << num(p, "ratio", "%.2fx")
+         << " | ";
+    md << num(p, "cohort_speedup", "%.2fx") << " | " << pct(p, "cohort_efficiency") << " | ";
+    if (peer) md << num(p, "pytorch_speedup", "%.2fx") << " | " << pct(p, "pytorch_efficiency") << " | ";
+    md << "\n";
+  }
+
+  md << "\n## First and second epoch\n\n";
+  md << "| model | batch | repeat | workers x threads | cohort epoch 1 s | cohort epoch 2 s | "
+        "cohort epoch 1 img/s | cohort epoch 2 img/s | "
+     << (peer ? "PyTorch epoch 1 s | PyTorch epoch 2 s | " : "") << "\n|";
+  for (int i = 0; i < 8 + (peer ? 2 : 0); ++i) md << "---|";
+  md << "\n";
+  for (auto& p : points) {
+    md << "| " << p.value("model", std::string()) << " | " << p.value("batch", 0) << " | "
+       << p.value("repeat", 0) << " | " << p.value("workers", 0) << " x "
+       << p.value("threads_per_rank", 1) << " | " << num(p, "cohort_epoch1_seconds", "%.2f")
+       << " | " << num(p, "cohort_epoch2_seconds", "%.2f") << " | "
+       << num(p, "cohort_epoch1_ips", "%.0f") << " | " << num(p, "cohort_epoch2_ips", "%.0f")
+       << " | ";
+    if (peer)
+      md << num(p, "pytorch_epoch1_seconds", "%.2f") << " | "
+         << num(p, "pytorch_epoch2_seconds", "%.2f") << " | ";
+    md << "\n";
+  }
+
+  md << "\n## Step time split (cohort, per step on rank 0), memory and accuracy\n\n";
+  md << "| model | batch | repeat | workers x threads | step ms | compute ms | communication ms | "
+        "data ms | peak MB per rank | cohort accuracy | "
+     << (peer ? "PyTorch accuracy | " : "") << "\n|";
+  for (int i = 0; i < 10 + (peer ? 1 : 0); ++i) md << "---|";
+  md << "\n";
+  for (auto& p : points) {
+    md << "| " << p.value("model", std::string()) << " | " << p.value("batch", 0) << " | "
+       << p.value("repeat", 0) << " | " << p.value("workers", 0) << " x "
+       << p.value("threads_per_rank", 1) << " | " << num(p, "cohort_step_ms", "%.2f") << " | "
+       << num(p, "cohort_compute_ms", "%.2f") << " | " << num(p, "cohort_comm_ms", "%.2f")
+       << " | " << num(p, "cohort_data_ms", "%.2f") << " | "
+       << num(p, "cohort_peak_memory_mb", "%.0f") << " | "
+       << num(p, "cohort_test_accuracy", "%.4f") << " | ";
+    if (peer) md << num(p, "pytorch_test_accuracy", "%.4f") << " | ";
+    md << "\n";
+  }
+
+  bool errors = false;
+  for (auto& p : points) errors |= p.contains("cohort_error") || p.contains("pytorch_error");
+  if (errors) {
+    md << "\n## Failed runs\n\n";
+    for (auto& p : points) {
+      for (const char* k : {"cohort_error", "pytorch_error"})
+        if (p.contains(k))
+          md << "- point " << p.value("point", 0) << " (" << p.value("model", std::string())
+             << ", batch " << p.value("batch", 0) << ", repeat " << p.value("repeat", 0)
+             << ", " << p.value("workers", 0) << " worker(s)): " << k << ": "
+             << p[k].get<std::string>() << "\n";
+    }
+  }
+
+  md << "\n## Plots\n\n";
+  for (const char* png : {"ips_vs_workers.png", "scaling.png", "epoch_time_vs_size.png",
+                          "first_vs_second_epoch.png"})
+    md << "![" << png << "](" << png << ")\n\n";
+}
+
+bool draw_plots(const std::string& dir) {
+  const std::string script = std::string(COHORT_SOURCE_DIR) + "/bench/plot_report.py";
+  const std::string py = "/usr/bin/python3";
+  if (std::system((py + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) != 0) {
+    std::fprintf(stderr, "bench report: %s cannot import matplotlib (apt install "
+                 "python3-matplotlib); no plots drawn\n", py.c_str());
+    return false;
+  }
+  const std::string cmd = py + " '" + script + "' '" + dir + "'";
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "bench report: plotting failed: %s\n", cmd.c_str());
+    return false;
+  }
+  return true;
+}
+
+void rebuild_report(const std::string& dir) {
+  COHORT_INPUT_CHECK(fs::is_directory(dir), "bench report: ", dir, " is not a folder");
+  auto points = read_results(dir);
+  derive_metrics(points);
+  write_results_jsonl(dir, points);
+  write_results_csv(dir, points);
+  write_report_md(dir, points);
+  draw_plots(dir);
+  std::fprintf(stderr, "bench report: %zu point(s); wrote %s/{results.csv,report.md}\n",
+               points.size(), dir.c_str());
+}
+
+}  // namespace cohort
