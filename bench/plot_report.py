@@ -140,7 +140,7 @@ def plot_first_vs_second(points, d):
         ax.set_xticks(xs)
         ax.set_xticklabels(labels, fontsize=6)
         ax.set_ylabel("seconds")
-        ax.set_title("%s: first vs second epoch (model, batch, repeat, ranks x threads)" % peer)
+        ax.set_title("%s: first vs second epoch\n(model, batch, repeat, ranks x threads)" % peer, fontsize=9)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8)
     fig.tight_layout()
