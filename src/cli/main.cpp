@@ -11,8 +11,6 @@
 #include "bench/comm_bench.h"
 #include "bench/grid.h"
 #include "bench/report.h"
-#include "bench/grid.h"
-#include "bench/report.h"
 #include "bench/step_bench.h"
 #include "core/error.h"
 #if COHORT_WITH_MPI
@@ -48,6 +46,8 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--parallel", c.parallel,
                  "none | dp (data-parallel over all-reduce) | replicas (one process, threads)");
   app.add_option("--replicas", c.replicas, "replica threads for --parallel replicas");
+  app.add_option("--stages", c.stages, "stages (one rank each) for --parallel mp");
+  app.add_option("--split", c.split, "cut points between stages, layer indices (\"3,7\")");
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");
   app.add_option("--allreduce", c.allreduce, "ring | tree | mpi | auto");
   app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB");
@@ -141,24 +141,6 @@ int main(int argc, char** argv) {
   auto* grid_report = bench->add_subcommand("report", "redraw report.md and plots from DIR/results.jsonl");
   grid_report->add_option("dir", report_dir, "a grid's results folder")->required();
 
-  GridFlags grid_flags;
-  auto* grid = bench->add_subcommand("grid", "run an experiment grid: cohort (and PyTorch) per point");
-  grid->add_option("--grid", grid_flags.grid, "named grid (bench/grids/NAME.json) or a JSON file");
-  grid->add_option("--workers", grid_flags.workers, "ranks per point, comma list (1,2,4)");
-  grid->add_option("--batch", grid_flags.batch, "batch per rank, comma list");
-  grid->add_option("--repeat", grid_flags.repeat, "training-set repeats, comma list");
-  grid->add_option("--model", grid_flags.model, "models, comma list");
-  grid->add_option("--threads-per-rank", grid_flags.threads_per_rank, "threads per rank, comma list");
-  grid->add_option("--epochs", grid_flags.epochs);
-  grid->add_option("--limit", grid_flags.limit, "first N training images");
-  grid->add_option("--data", grid_flags.data, "fashion-mnist | synthetic");
-  grid->add_option("--peer", grid_flags.peer, "pytorch | none");
-  grid->add_option("--name", grid_flags.name, "results folder name");
-  grid->add_option("--out", grid_flags.out, "parent folder of results (default results)");
-  std::string report_dir;
-  auto* grid_report = bench->add_subcommand("report", "redraw report.md and plots from DIR/results.jsonl");
-  grid_report->add_option("dir", report_dir, "a grid's results folder")->required();
-
 #if COHORT_WITH_MPI
   CommBenchConfig comm_cfg;
   int comm_workers = 2;
@@ -188,19 +170,18 @@ int main(int argc, char** argv) {
 #if COHORT_WITH_MPI
       if (train_cfg.workers > 1 && !comm::launched_by_mpirun())
         return launch_workers(argc, argv, train_cfg.workers, true);
-      if (train_cfg.parallel == "dp" || comm::launched_by_mpirun()) {
+      if (train_cfg.parallel == "dp" || train_cfg.parallel == "mp" ||
+          comm::launched_by_mpirun()) {
         if (train_cfg.parallel == "none") train_cfg.parallel = "dp";
         auto world = comm::mpi_world(&argc, &argv);
+        COHORT_INPUT_CHECK(train_cfg.parallel != "mp" || train_cfg.stages == world->size(),
+                           "--stages ", train_cfg.stages, " needs as many ranks, got ",
+                           world->size());
         cohort::train(train_cfg, world.get());
         return 0;
       }
 #endif
       cohort::train(train_cfg);
-      return 0;
-    }
-    if (*grid) return run_grid(resolve_grid(grid_flags)) == 0 ? 0 : 1;
-    if (*grid_report) {
-      rebuild_report(report_dir);
       return 0;
     }
     if (*grid) return run_grid(resolve_grid(grid_flags)) == 0 ? 0 : 1;

@@ -6,9 +6,11 @@ namespace cohort::nn {
 
 void Module::register_params(ParamRegistry& reg, const std::string& prefix) {
   param_begin_ = reg.params->size();
+  buffer_begin_ = reg.buffers->size();
   for (auto& p : params()) reg.params->add(prefix + p.name, p.shape, p.value, p.grad);
   for (auto& b : buffers()) reg.buffers->add(prefix + b.name, b.shape, b.value, nullptr);
   param_end_ = reg.params->size();
+  buffer_end_ = reg.buffers->size();
 }
 
 static void apply_init(const Tensor& t, Init init, int64_t fan_in, InitStyle style, Rng& rng) {

@@ -57,6 +57,9 @@ class Module {
   int64_t param_begin() const { return param_begin_; }
   int64_t param_end() const { return param_end_; }
   int64_t num_params() const { return param_end_ - param_begin_; }
+  // This module's range of the buffer arena (batch-norm running statistics).
+  int64_t buffer_begin() const { return buffer_begin_; }
+  int64_t buffer_end() const { return buffer_end_; }
 
  protected:
   // A parameter of this module, registered by register_params.
@@ -80,6 +83,7 @@ class Module {
 
   bool needs_input_grad_ = true;
   int64_t param_begin_ = 0, param_end_ = 0;
+  int64_t buffer_begin_ = 0, buffer_end_ = 0;
 };
 
 // Makes `t` a tensor of `shape`, reusing its memory when the shape is unchanged.

@@ -12,8 +12,10 @@ Sequential& Sequential::add(const std::string& name, std::unique_ptr<Module> m) 
 
 void Sequential::register_params(ParamRegistry& reg, const std::string& prefix) {
   param_begin_ = reg.params->size();
+  buffer_begin_ = reg.buffers->size();
   for (auto& [name, m] : children_) m->register_params(reg, prefix + name + ".");
   param_end_ = reg.params->size();
+  buffer_end_ = reg.buffers->size();
 }
 
 void Sequential::init_params(Rng& rng, InitStyle style) {
@@ -71,9 +73,11 @@ Residual::Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequentia
 
 void Residual::register_params(ParamRegistry& reg, const std::string& prefix) {
   param_begin_ = reg.params->size();
+  buffer_begin_ = reg.buffers->size();
   branch_->register_params(reg, prefix);
   if (shortcut_) shortcut_->register_params(reg, prefix + "downsample.");
   param_end_ = reg.params->size();
+  buffer_end_ = reg.buffers->size();
 }
 
 void Residual::init_params(Rng& rng, InitStyle style) {

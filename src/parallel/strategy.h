@@ -30,6 +30,14 @@ class Strategy {
   virtual StepResult step(const Batch& batch, float lr, StepTimes& times) = 0;
   // Sums v[0..n) over ranks in place (metrics); nothing to do on one process.
   virtual void sum(double* v, int n) {}
+  // Which shard of the data this rank reads: model and pipeline stages all
+  // read the same batch (data_world 1); data parallelism shards it.
+  virtual int data_rank() const { return rank(); }
+  virtual int data_world() const { return world(); }
+  // How many ranks report each training image (stages each report the batch).
+  virtual int metric_replicas() const { return 1; }
+  // Makes every rank's copy of the whole model current (stages own parts).
+  virtual void sync_model() {}
 };
 
 }  // namespace cohort

@@ -28,7 +28,9 @@ struct TrainConfig {
   std::string save, load;
 
   // Parallelism (src/parallel/).
-  std::string parallel = "none";  // none | dp | replicas
+  std::string parallel = "none";  // none | dp | replicas | mp
+  int stages = 2;                 // --parallel mp: stages, one rank each
+  std::string split;              // --parallel mp: inner cut points ("3,7"); empty: balanced
   int replicas = 2;               // --parallel replicas: replica threads in one process
   int workers = 1;                // >1: start that many ranks with mpirun on this machine
   std::string allreduce = "auto"; // ring | tree | mpi | auto

@@ -18,6 +18,8 @@
 #include "train/report.h"
 #include "parallel/data_parallel.h"
 #include "parallel/local.h"
+#include "parallel/model_parallel.h"
+#include "parallel/stages.h"
 #include "parallel/replicas.h"
 
 namespace cohort {
@@ -45,8 +47,12 @@ static void check_config(const TrainConfig& c) {
   COHORT_INPUT_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
   COHORT_INPUT_CHECK(c.threads >= 0, "--threads must be 0 (all) or more, got ", c.threads);
   COHORT_INPUT_CHECK(c.repeat >= 1, "--repeat must be at least 1, got ", c.repeat);
-  COHORT_INPUT_CHECK(c.parallel == "none" || c.parallel == "dp" || c.parallel == "replicas",
-                     "--parallel: unknown strategy '", c.parallel, "' (valid: none, dp, replicas)");
+  COHORT_INPUT_CHECK(c.parallel == "none" || c.parallel == "dp" || c.parallel == "replicas" ||
+                         c.parallel == "mp",
+                     "--parallel: unknown strategy '", c.parallel,
+                     "' (valid: none, dp, replicas, mp)");
+  COHORT_INPUT_CHECK(c.parallel != "mp" || c.clip_norm <= 0,
+                     "--clip is not supported with --parallel mp (the norm spans stages)");
   COHORT_INPUT_CHECK(c.replicas >= 1, "--replicas must be at least 1, got ", c.replicas);
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
@@ -112,7 +118,11 @@ static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Com
     return std::make_unique<Replicas>(model, opt, cfg.replicas,
                                       std::max(1, omp_get_max_threads() / cfg.replicas), cfg.seed,
                                       cfg.clip_norm);
-  COHORT_INPUT_CHECK(comm, "--parallel dp needs ranks: start with mpirun or --workers N");
+  COHORT_INPUT_CHECK(comm, "--parallel ", cfg.parallel,
+                     " needs ranks: start with mpirun or --workers N");
+  if (cfg.parallel == "mp")
+    return std::make_unique<ModelParallel>(*comm, model, opt,
+                                           cut_stages(model, cfg.stages, cfg.split));
   DataParallelConfig dp;
   dp.bucket_mb = cfg.bucket_mb;
   dp.overlap = cfg.overlap;
@@ -135,7 +145,8 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
 
   auto opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum);
   auto strategy = make_strategy(cfg, comm, *model, *opt);
-  Sampler sampler(data.train.size(), rank, world, cfg.repeat, cfg.seed, true);
+  Sampler sampler(data.train.size(), strategy->data_rank(), strategy->data_world(), cfg.repeat,
+                  cfg.seed, true);
   const int64_t micro_per_epoch = sampler.size() / cfg.batch + (sampler.size() % cfg.batch != 0);
   const int64_t steps_per_epoch = std::max<int64_t>(1, micro_per_epoch / cfg.accumulate);
   ScheduleOptions so;
@@ -144,10 +155,10 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
   so.total_steps = steps_per_epoch * cfg.epochs;
   so.step_size = steps_per_epoch;
   auto schedule = make_schedule(cfg.schedule, so);
-  const int64_t global_batch = cfg.batch * world * cfg.accumulate;
+  const int64_t global_batch = cfg.batch * strategy->data_world() * cfg.accumulate;
 
   report.start({{"model", cfg.model}, {"parameters", model->num_params()}, {"data", cfg.data},
-                {"train_images", sampler.size() * world}, {"test_images", data.test.size()},
+                {"train_images", sampler.size() * strategy->data_world()}, {"test_images", data.test.size()},
                 {"batch", cfg.batch}, {"threads", omp_get_max_threads()}, {"world_size", world},
                 {"parallel", cfg.parallel}, {"global_batch", global_batch}});
 
@@ -175,11 +186,14 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
       m[2] += double(r.images);
       ++i;
       const double el = epoch_timer.seconds();
-      report.progress(epoch, i, prefetch.num_batches(), m[0] / m[2], m[2] * world / el,
+      report.progress(epoch, i, prefetch.num_batches(), m[0] / m[2],
+                      m[2] * strategy->data_world() / el,
                       el / double(i) * double(prefetch.num_batches() - i));
     }
     const double secs = epoch_timer.seconds();
     strategy->sum(m, 3);
+    for (double& v : m) v /= strategy->metric_replicas();
+    strategy->sync_model();
     epoch_seconds.push_back(secs);
     epoch_ips.push_back(m[2] / secs);
     total_images += m[2];

@@ -1,0 +1,49 @@
+#include "parallel/stages.h"
+
+#include <sstream>
+
+#include "core/error.h"
+
+namespace cohort {
+
+std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& split) {
+  nn::Sequential& layers = model.layers();
+  const size_t n = layers.size();
+  COHORT_INPUT_CHECK(stages >= 1, "--stages must be at least 1, got ", stages);
+  COHORT_INPUT_CHECK(size_t(stages) <= n, "--stages ", stages, ": ", model.name(), " has only ",
+                     n, " layers to place");
+  std::vector<size_t> cuts = {0};
+  if (!split.empty()) {
+    std::stringstream ss(split);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      size_t v = 0;
+      try {
+        v = std::stoul(item);
+      } catch (...) {
+        throw InputError("--split: '" + item + "' is not a layer index");
+      }
+      COHORT_INPUT_CHECK(v > cuts.back() && v < n, "--split ", split, ": cut ", v,
+                         " leaves a stage empty (cuts must rise strictly within 1..", n - 1, ")");
+      cuts.push_back(v);
+    }
+    COHORT_INPUT_CHECK(int(cuts.size()) == stages, "--split ", split, " gives ", cuts.size(),
+                       " stages, --stages says ", stages);
+  } else {
+    // Balance by parameter count: cut where the running total passes s/K of it,
+    // keeping at least one layer per stage.
+    const double total = double(model.num_params());
+    double running = 0;
+    for (size_t i = 0; i < n && int(cuts.size()) < stages; ++i) {
+      running += double(layers.child(i).num_params());
+      const size_t left = n - (i + 1);                          // layers after i
+      const size_t needed = size_t(stages) - cuts.size();       // cuts still to place
+      if (left < needed) break;
+      if (running >= total * double(cuts.size()) / stages || left == needed) cuts.push_back(i + 1);
+    }
+  }
+  cuts.push_back(n);
+  return cuts;
+}
+
+}  // namespace cohort
