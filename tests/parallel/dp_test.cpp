@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "train/checkpoint.h"
+#include "parallel/support.h"
 
 namespace cohort {
 namespace {
@@ -46,18 +46,7 @@ std::string train_flags(int64_t batch, int64_t limit, const std::string& save) {
 }
 
 double max_rel_diff(const std::string& a, const std::string& b) {
-  auto fa = load_safetensors(a), fb = load_safetensors(b);
-  double diff = 0, ref = 0;
-  for (auto& t : fb.tensors) {
-    const Tensor* o = fa.find(t.name);
-    EXPECT_NE(o, nullptr) << t.name;
-    if (!o) return 1e30;
-    for (int64_t i = 0; i < t.tensor.numel(); ++i) {
-      diff = std::max(diff, double(std::fabs(o->f32()[i] - t.tensor.f32()[i])));
-      ref = std::max(ref, double(std::fabs(t.tensor.f32()[i])));
-    }
-  }
-  return diff / ref;
+  return testing_support::checkpoint_rel_diff(a, b);
 }
 
 fs::path temp_dir(const std::string& name) {

@@ -1,7 +1,6 @@
 // Model parallelism under real ranks: K stages end with the single-process
 // weights; bad stage plans are refused with the flag named.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -9,23 +8,15 @@
 #include <filesystem>
 #include <string>
 
-#include "train/checkpoint.h"
+#include "parallel/support.h"
 
 namespace cohort {
 namespace {
 
 namespace fs = std::filesystem;
 
-int run(const std::string& cmd, std::string* out = nullptr) {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f))
-    if (out) *out += buf;
-  const int status = f ? pclose(f) : -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using testing_support::checkpoint_rel_diff;
+using testing_support::run;
 
 const std::string kTrain = std::string(COHORT_BIN) +
                            " train --data synthetic --epochs 1 --optimizer sgd --lr 0.01"
@@ -44,17 +35,7 @@ TEST_P(ModelParallelEquality, MatchesTheSingleProcess) {
   ASSERT_EQ(run(kTrain + " --model " + model + " --parallel mp --workers " + std::to_string(k) +
                     " --stages " + std::to_string(k) + " --save " + mp, &out), 0)
       << out;
-  auto a = load_safetensors(single), b = load_safetensors(mp);
-  double diff = 0, ref = 0;
-  for (auto& t : a.tensors) {
-    const Tensor* o = b.find(t.name);
-    ASSERT_NE(o, nullptr) << t.name;
-    for (int64_t i = 0; i < t.tensor.numel(); ++i) {
-      diff = std::max(diff, double(std::fabs(o->f32()[i] - t.tensor.f32()[i])));
-      ref = std::max(ref, double(std::fabs(t.tensor.f32()[i])));
-    }
-  }
-  EXPECT_LE(diff / ref, 1e-5);
+  EXPECT_LE(checkpoint_rel_diff(mp, single), 1e-5);
   fs::remove_all(d);
 }
 

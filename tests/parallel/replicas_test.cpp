@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "train/checkpoint.h"
+#include "parallel/support.h"
 
 namespace cohort {
 namespace {
@@ -25,17 +25,7 @@ TEST(Replicas, MatchTheSingleProcessRun) {
   const std::string rep = (d / "replicas.safetensors").string();
   ASSERT_EQ(std::system((base + single + " > /dev/null").c_str()), 0);
   ASSERT_EQ(std::system((base + rep + " --parallel replicas --replicas 3 > /dev/null").c_str()), 0);
-  auto a = load_safetensors(single), b = load_safetensors(rep);
-  double diff = 0, ref = 0;
-  for (auto& t : a.tensors) {
-    const Tensor* o = b.find(t.name);
-    ASSERT_NE(o, nullptr) << t.name;
-    for (int64_t i = 0; i < t.tensor.numel(); ++i) {
-      diff = std::max(diff, double(std::fabs(o->f32()[i] - t.tensor.f32()[i])));
-      ref = std::max(ref, double(std::fabs(t.tensor.f32()[i])));
-    }
-  }
-  EXPECT_LE(diff / ref, 1e-5);
+  EXPECT_LE(testing_support::checkpoint_rel_diff(rep, single), 1e-5);
   fs::remove_all(d);
 }
 

@@ -1,0 +1,38 @@
+#include "parallel/support.h"
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "train/checkpoint.h"
+
+namespace cohort::testing_support {
+
+int run(const std::string& cmd, std::string* out) {
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof buf, f))
+    if (out) *out += buf;
+  const int status = f ? pclose(f) : -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+double checkpoint_rel_diff(const std::string& a, const std::string& b) {
+  auto fa = load_safetensors(a), fb = load_safetensors(b);
+  double diff = 0, ref = 0;
+  for (auto& t : fb.tensors) {
+    const Tensor* o = fa.find(t.name);
+    if (!o) return 1e30;
+    for (int64_t i = 0; i < t.tensor.numel(); ++i) {
+      diff = std::max(diff, double(std::fabs(o->f32()[i] - t.tensor.f32()[i])));
+      ref = std::max(ref, double(std::fabs(t.tensor.f32()[i])));
+    }
+  }
+  return ref > 0 ? diff / ref : diff;
+}
+
+}  // namespace cohort::testing_support
