@@ -74,4 +74,10 @@ void Communicator::allgather(const float* src, float* dst, int64_t count) {
   ring_allgather(*this, src, dst, count);
 }
 
+void sum_metrics(Communicator& c, double* v, int n) {
+  std::vector<float> f(v, v + n);  // counts and loss sums fit f32 well enough
+  c.allreduce(f.data(), n, ReduceOp::kSum, Algorithm::kMpi);
+  for (int i = 0; i < n; ++i) v[i] = f[size_t(i)];
+}
+
 }  // namespace cohort::comm

@@ -90,6 +90,10 @@ class Communicator {
   double timeout_ = 0;
 };
 
+// Sums a few doubles over ranks (training metrics: counts and loss sums),
+// carried as f32 through the library's all-reduce.
+void sum_metrics(Communicator& c, double* v, int n);
+
 // Algorithms over point-to-point (comm/ring.cpp, comm/tree.cpp). Every rank
 // ends with bitwise the same result (each element is reduced once, by one
 // rank, and then copied), which keeps data-parallel replicas identical.

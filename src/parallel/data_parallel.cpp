@@ -126,11 +126,7 @@ StepResult DataParallel::step(const Batch& batch, float lr, StepTimes& times) {
   return r;
 }
 
-void DataParallel::sum(double* v, int n) {
-  std::vector<float> f(v, v + n);  // metrics: counts and loss sums fit f32 well enough
-  comm_.allreduce(f.data(), n, comm::ReduceOp::kSum, comm::Algorithm::kMpi);
-  for (int i = 0; i < n; ++i) v[i] = f[size_t(i)];
-}
+void DataParallel::sum(double* v, int n) { comm::sum_metrics(comm_, v, n); }
 
 // Rank 0's text is broadcast and compared line by line on every rank.
 static std::string broadcast_text(comm::Communicator& comm, const std::string& text) {

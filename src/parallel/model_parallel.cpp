@@ -74,11 +74,7 @@ StepResult ModelParallel::step(const Batch& batch, float lr, StepTimes& times) {
   return {metrics[0], int64_t(metrics[1]), n};
 }
 
-void ModelParallel::sum(double* v, int n) {
-  std::vector<float> f(v, v + n);
-  comm_.allreduce(f.data(), n, comm::ReduceOp::kSum, comm::Algorithm::kMpi);
-  for (int i = 0; i < n; ++i) v[i] = f[size_t(i)];
-}
+void ModelParallel::sum(double* v, int n) { comm::sum_metrics(comm_, v, n); }
 
 void ModelParallel::sync_model() {
   nn::Sequential& layers = model_.layers();

@@ -23,14 +23,9 @@ struct Result {
 };
 
 Result sh(const std::string& cmd) {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  const int status = f ? pclose(f) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  Result r;
+  r.code = testing_support::run(cmd, &r.out);
+  return r;
 }
 
 const std::string kMpirun = "mpirun --oversubscribe --bind-to none --mca btl self,vader ";
