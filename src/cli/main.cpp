@@ -12,6 +12,8 @@
 #include "bench/grid.h"
 #include "bench/report.h"
 #include "bench/step_bench.h"
+#include "bench/strategies.h"
+#include "bench/tune.h"
 #include "core/error.h"
 #if COHORT_WITH_MPI
 #include "comm/mpi/mpi_communicator.h"
@@ -33,7 +35,7 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw");
   app.add_option("--momentum", c.momentum, "SGD momentum");
   app.add_option("--weight-decay", c.weight_decay);
-  app.add_option("--schedule", c.schedule, "constant | step | cosine");
+  app.add_option("--lr-schedule", c.schedule, "constant | step | cosine");
   app.add_option("--warmup", c.warmup_steps, "linear warm-up steps");
   app.add_option("--clip", c.clip_norm, "gradient-norm clipping (0: off)");
   app.add_option("--threads", c.threads, "threads per process (0: all cores)");
@@ -46,8 +48,15 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--parallel", c.parallel,
                  "none | dp (data-parallel over all-reduce) | replicas (one process, threads)");
   app.add_option("--replicas", c.replicas, "replica threads for --parallel replicas");
-  app.add_option("--stages", c.stages, "stages (one rank each) for --parallel mp");
+  app.add_option("--stages", c.stages, "stages (one rank each) for --parallel mp | pp | hybrid");
   app.add_option("--split", c.split, "cut points between stages, layer indices (\"3,7\")");
+  app.add_option("--micro-batches", c.micro_batches, "micro-batches per batch (pp, hybrid)");
+  app.add_option("--schedule", c.pipe_schedule, "pipeline schedule: gpipe | 1f1b");
+  app.add_option("--dp", c.dp, "data-parallel replicas of the pipeline (hybrid)");
+  app.add_option("--servers", c.servers, "parameter-server ranks, the last S (ps)");
+  app.add_option("--ps-mode", c.ps_mode, "sync | async (ps)");
+  app.add_option("--staleness", c.staleness,
+                 "async ps: steps a worker may run ahead of the slowest (-1: no bound)");
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");
   app.add_option("--allreduce", c.allreduce, "ring | tree | mpi | auto");
   app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB");
@@ -144,6 +153,14 @@ int main(int argc, char** argv) {
 #if COHORT_WITH_MPI
   CommBenchConfig comm_cfg;
   int comm_workers = 2;
+  TuneConfig tune_cfg;
+  auto* tune = bench->add_subcommand("tune", "find the fastest processes x threads x batch for a model");
+  add_tune_options(*tune, tune_cfg);
+  StrategiesConfig strategies_cfg;
+  auto* strategies =
+      bench->add_subcommand("strategies", "every --parallel strategy at one global batch, one table");
+  add_strategies_options(*strategies, strategies_cfg);
+
   auto* comm_bench = bench->add_subcommand("comm", "all-reduce bus bandwidth: ring, tree, MPI, gloo");
   comm_bench->add_option("--workers", comm_workers, "ranks (mpirun on this machine)");
   comm_bench->add_option("--min-bytes", comm_cfg.min_bytes);
@@ -167,23 +184,30 @@ int main(int argc, char** argv) {
     if (*train) {
       COHORT_INPUT_CHECK(train_cfg.workers >= 1, "--workers must be at least 1, got ",
                          train_cfg.workers);
+      // Strategies with a fixed shape (stages, dp x stages) start their own
+      // ranks when --workers is not given; the rest need --workers N.
+      const int ranks = train_cfg.workers > 1 ? train_cfg.workers : train_cfg.ranks_needed();
 #if COHORT_WITH_MPI
-      if (train_cfg.workers > 1 && !comm::launched_by_mpirun())
-        return launch_workers(argc, argv, train_cfg.workers, true);
-      if (train_cfg.parallel == "dp" || train_cfg.parallel == "mp" ||
+      if (!comm::launched_by_mpirun() && ranks > 1) {
+        // Refuse bad flags once, here, before any rank starts.
+        check_config(train_cfg, ranks);
+        return launch_workers(argc, argv, ranks, true);
+      }
+      if (train_cfg.parallel != "none" && train_cfg.parallel != "replicas" ||
           comm::launched_by_mpirun()) {
         if (train_cfg.parallel == "none") train_cfg.parallel = "dp";
         auto world = comm::mpi_world(&argc, &argv);
-        COHORT_INPUT_CHECK(train_cfg.parallel != "mp" || train_cfg.stages == world->size(),
-                           "--stages ", train_cfg.stages, " needs as many ranks, got ",
-                           world->size());
+        check_config(train_cfg, world->size());
         cohort::train(train_cfg, world.get());
         return 0;
       }
 #endif
+      check_config(train_cfg, 1);
       cohort::train(train_cfg);
       return 0;
     }
+    if (*tune) return run_tune(tune_cfg);
+    if (*strategies) return run_strategies(strategies_cfg);
     if (*grid) return run_grid(resolve_grid(grid_flags)) == 0 ? 0 : 1;
     if (*grid_report) {
       rebuild_report(report_dir);

@@ -72,7 +72,7 @@ std::unique_ptr<Schedule> make_schedule(const std::string& name, const ScheduleO
     return std::make_unique<StepSchedule>(o.lr, o.step_size, o.gamma, o.warmup_steps);
   if (name == "cosine")
     return std::make_unique<CosineSchedule>(o.lr, o.total_steps, o.warmup_steps, o.min_lr);
-  throw InputError("unknown --schedule '" + name + "' (valid: constant, step, cosine)");
+  throw InputError("unknown --lr-schedule '" + name + "' (valid: constant, step, cosine)");
 }
 
 }  // namespace cohort

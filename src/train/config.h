@@ -28,9 +28,15 @@ struct TrainConfig {
   std::string save, load;
 
   // Parallelism (src/parallel/).
-  std::string parallel = "none";  // none | dp | replicas | mp
-  int stages = 2;                 // --parallel mp: stages, one rank each
-  std::string split;              // --parallel mp: inner cut points ("3,7"); empty: balanced
+  std::string parallel = "none";  // none | dp | replicas | mp | pp | hybrid | ps
+  int stages = 2;                 // --parallel mp|pp|hybrid: stages, one rank each
+  std::string split;              // inner cut points ("3,7"); empty: balanced by parameters
+  int micro_batches = 4;          // --parallel pp|hybrid: micro-batches per batch
+  std::string pipe_schedule = "1f1b";  // gpipe | 1f1b
+  int dp = 1;                     // --parallel hybrid: data-parallel replicas of the pipeline
+  int servers = 1;                // --parallel ps: server ranks (the last S ranks)
+  std::string ps_mode = "sync";   // sync | async
+  int staleness = -1;             // --ps-mode async: max steps a worker may run ahead (-1: no bound)
   int replicas = 2;               // --parallel replicas: replica threads in one process
   int workers = 1;                // >1: start that many ranks with mpirun on this machine
   std::string allreduce = "auto"; // ring | tree | mpi | auto
@@ -40,6 +46,8 @@ struct TrainConfig {
   double timeout = 0;             // seconds before a stalled collective is reported (0: off)
   bool deterministic = false;     // fixed reduction order: bit-for-bit repeatable runs
 
+  // Ranks the parallel strategy needs (0: any number, e.g. dp, ps).
+  int ranks_needed() const;
   // The flags as "--name value" lines, compared across ranks at start.
   std::string describe() const;
 };

@@ -41,21 +41,55 @@ static double peak_memory_mb() {
   return double(u.ru_maxrss) / 1024.0;
 }
 
-static void check_config(const TrainConfig& c) {
+void check_config(const TrainConfig& c, int world) {
   COHORT_INPUT_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
   COHORT_INPUT_CHECK(c.batch >= 1, "--batch must be at least 1, got ", c.batch);
   COHORT_INPUT_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
   COHORT_INPUT_CHECK(c.threads >= 0, "--threads must be 0 (all) or more, got ", c.threads);
   COHORT_INPUT_CHECK(c.repeat >= 1, "--repeat must be at least 1, got ", c.repeat);
-  COHORT_INPUT_CHECK(c.parallel == "none" || c.parallel == "dp" || c.parallel == "replicas" ||
-                         c.parallel == "mp",
-                     "--parallel: unknown strategy '", c.parallel,
-                     "' (valid: none, dp, replicas, mp)");
-  COHORT_INPUT_CHECK(c.parallel != "mp" || c.clip_norm <= 0,
-                     "--clip is not supported with --parallel mp (the norm spans stages)");
+  const std::string& p = c.parallel;
+  COHORT_INPUT_CHECK(p == "none" || p == "dp" || p == "replicas" || p == "mp" || p == "pp" ||
+                         p == "hybrid" || p == "ps",
+                     "--parallel: unknown strategy '", p,
+                     "' (valid: none, dp, replicas, mp, pp, hybrid, ps)");
   COHORT_INPUT_CHECK(c.replicas >= 1, "--replicas must be at least 1, got ", c.replicas);
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
+  const bool staged = p == "mp" || p == "pp" || p == "hybrid";
+  if (staged || p == "ps") {
+    COHORT_INPUT_CHECK(c.clip_norm <= 0, "--clip is not supported with --parallel ", p,
+                       " (the gradient norm spans ranks)");
+    COHORT_INPUT_CHECK(c.accumulate == 1, "--accumulate is not supported with --parallel ", p,
+                       (p == "pp" || p == "hybrid") ? " (use --micro-batches)" : "");
+  }
+  if (staged) {
+    COHORT_INPUT_CHECK(c.dp >= 1, "--dp must be at least 1, got ", c.dp);
+    COHORT_INPUT_CHECK(p == "hybrid" || c.dp == 1, "--dp ", c.dp,
+                       " is for --parallel hybrid (got --parallel ", p, ")");
+    auto model = nn::make_model(c.model, 0);
+    cut_stages(*model, c.stages, c.split);  // empty stages, more stages than layers
+    COHORT_INPUT_CHECK(world == c.ranks_needed(), p == "hybrid" ? "--dp " : "",
+                       p == "hybrid" ? std::to_string(c.dp) + " x " : "", "--stages ", c.stages,
+                       " needs ", c.ranks_needed(), " ranks, got ", world);
+  }
+  if (p == "pp" || p == "hybrid") {
+    COHORT_INPUT_CHECK(c.micro_batches >= 1, "--micro-batches must be at least 1, got ",
+                       c.micro_batches);
+    COHORT_INPUT_CHECK(c.batch % c.micro_batches == 0, "--micro-batches ", c.micro_batches,
+                       " does not divide --batch ", c.batch);
+    COHORT_INPUT_CHECK(c.pipe_schedule == "gpipe" || c.pipe_schedule == "1f1b",
+                       "--schedule: unknown pipeline schedule '", c.pipe_schedule,
+                       "' (valid: gpipe, 1f1b)");
+  }
+  if (p == "ps") {
+    COHORT_INPUT_CHECK(c.servers >= 1, "--servers must be at least 1, got ", c.servers);
+    COHORT_INPUT_CHECK(c.servers < world, "--servers ", c.servers, " leaves no worker: ", world,
+                       " ranks in all (workers are the ranks that are not servers)");
+    COHORT_INPUT_CHECK(c.ps_mode == "sync" || c.ps_mode == "async", "--ps-mode: unknown mode '",
+                       c.ps_mode, "' (valid: sync, async)");
+    COHORT_INPUT_CHECK(c.staleness >= -1, "--staleness must be -1 (no bound) or more, got ",
+                       c.staleness);
+  }
 }
 
 // The images [begin, end) of a dataset, sharing its memory.
@@ -132,7 +166,7 @@ static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Com
 }
 
 nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
-  check_config(cfg);
+  check_config(cfg, comm ? comm->size() : 1);
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   Report report(cfg.log, rank == 0);
   if (cfg.threads > 0) omp_set_num_threads(cfg.threads);

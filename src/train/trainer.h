@@ -9,6 +9,12 @@
 
 namespace cohort {
 
+// Refuses bad flags with an InputError naming the flag, before any rank
+// starts work: values out of range, a strategy that needs another number of
+// ranks than `world`, stages that cannot be cut, micro-batches that do not
+// divide the batch, as many servers as ranks.
+void check_config(const TrainConfig& cfg, int world);
+
 // Runs the training the config describes; returns the summary rank 0 printed.
 // comm is null for a single process.
 nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm = nullptr);

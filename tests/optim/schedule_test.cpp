@@ -59,7 +59,7 @@ TEST(Schedule, FactoryAndErrors) {
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("--schedule"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--lr-schedule"), std::string::npos) << msg;
     EXPECT_NE(msg.find("constant, step, cosine"), std::string::npos) << msg;
   }
   EXPECT_THROW(make_schedule("step", {.lr = 0.1f}), InputError);    // no step size
