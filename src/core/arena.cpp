@@ -14,6 +14,19 @@ void Arena::add(const std::string& name, const Shape& shape, Tensor* param, Tens
 void Arena::allocate() {
   params_ = Tensor::zeros({size_});
   grads_ = Tensor::zeros({size_});
+  bind();
+}
+
+void Arena::share(const Arena& owner) {
+  COHORT_CHECK(!params_.data(), "arena already allocated; cannot share another");
+  COHORT_CHECK(owner.size_ == size_ && owner.infos_.size() == infos_.size(),
+               "shared arena layouts differ: ", size_, " vs ", owner.size_, " elements");
+  params_ = owner.params_;
+  grads_ = owner.grads_;
+  bind();
+}
+
+void Arena::bind() {
   for (size_t i = 0; i < infos_.size(); ++i) {
     if (bindings_[i].first) *bindings_[i].first = param(i);
     if (bindings_[i].second) *bindings_[i].second = grad(i);

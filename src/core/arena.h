@@ -23,6 +23,9 @@ class Arena {
   void add(const std::string& name, const Shape& shape, Tensor* param, Tensor* grad);
   // Allocates both buffers (zeroed) and binds every registered tensor.
   void allocate();
+  // Binds every registered tensor into `owner`'s buffers instead (same
+  // layout): a second set of modules over the same weights and gradients.
+  void share(const Arena& owner);
 
   int64_t size() const { return size_; }
   const std::vector<ParamInfo>& infos() const { return infos_; }
@@ -32,6 +35,8 @@ class Arena {
   Tensor grad(size_t i) const;
 
  private:
+  void bind();
+
   std::vector<ParamInfo> infos_;
   std::vector<std::pair<Tensor*, Tensor*>> bindings_;
   int64_t size_ = 0;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/memory.h"
 
 namespace cohort {
 
@@ -30,7 +31,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   if (bytes == 0) bytes = 64;
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw Error("out of memory allocating tensor of shape " + shape_str(shape));
-  t.storage_ = std::shared_ptr<void>(p, std::free);
+  if (const auto& counter = current_memory_counter()) {
+    counter->add(int64_t(bytes));
+    t.storage_ = std::shared_ptr<void>(p, [counter, bytes](void* q) {
+      counter->add(-int64_t(bytes));
+      std::free(q);
+    });
+  } else {
+    t.storage_ = std::shared_ptr<void>(p, std::free);
+  }
   t.data_ = p;
   return t;
 }

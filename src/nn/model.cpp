@@ -19,4 +19,11 @@ void Model::build(uint64_t seed) {
   layers_->init_params(rng, init_);
 }
 
+void Model::build_shared(Model& owner) {
+  ParamRegistry reg{&params_, &buffers_};
+  layers_->register_params(reg, "");
+  params_.share(owner.params_);
+  buffers_.share(owner.buffers_);
+}
+
 }  // namespace cohort::nn

@@ -13,6 +13,11 @@ class Model {
 
   // Registers, allocates and initializes every parameter from `seed`.
   void build(uint64_t seed);
+  // Registers every parameter and buffer as views into `owner`'s arenas (a
+  // model of the same layers): the same weights, gradients and statistics,
+  // with this model's own activations. Pipeline micro-batches in flight each
+  // run on one.
+  void build_shared(Model& owner);
 
   const std::string& name() const { return name_; }
   const Shape& input_shape() const { return input_; }

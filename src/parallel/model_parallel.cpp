@@ -2,6 +2,7 @@
 
 #include "core/clock.h"
 #include "ops/loss.h"
+#include "parallel/stages.h"
 
 namespace cohort {
 
@@ -76,16 +77,6 @@ StepResult ModelParallel::step(const Batch& batch, float lr, StepTimes& times) {
 
 void ModelParallel::sum(double* v, int n) { comm::sum_metrics(comm_, v, n); }
 
-void ModelParallel::sync_model() {
-  nn::Sequential& layers = model_.layers();
-  for (int s = 0; s < comm_.size(); ++s) {
-    const nn::Module& first = layers.child(cuts_[size_t(s)]);
-    const nn::Module& lastm = layers.child(cuts_[size_t(s) + 1] - 1);
-    const int64_t pb = first.param_begin(), pe = lastm.param_end();
-    if (pe > pb) comm_.broadcast(model_.params().params().f32() + pb, size_t(pe - pb) * 4, s);
-    const int64_t bb = first.buffer_begin(), be = lastm.buffer_end();
-    if (be > bb) comm_.broadcast(model_.buffers().params().f32() + bb, size_t(be - bb) * 4, s);
-  }
-}
+void ModelParallel::sync_model() { broadcast_stages(comm_, model_, cuts_); }
 
 }  // namespace cohort

@@ -46,4 +46,16 @@ std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& 
   return cuts;
 }
 
+void broadcast_stages(comm::Communicator& comm, nn::Model& model, const std::vector<size_t>& cuts) {
+  nn::Sequential& layers = model.layers();
+  for (int s = 0; s + 1 < int(cuts.size()); ++s) {
+    const nn::Module& first = layers.child(cuts[size_t(s)]);
+    const nn::Module& last = layers.child(cuts[size_t(s) + 1] - 1);
+    const int64_t pb = first.param_begin(), pe = last.param_end();
+    if (pe > pb) comm.broadcast(model.params().params().f32() + pb, size_t(pe - pb) * 4, s);
+    const int64_t bb = first.buffer_begin(), be = last.buffer_end();
+    if (be > bb) comm.broadcast(model.buffers().params().f32() + bb, size_t(be - bb) * 4, s);
+  }
+}
+
 }  // namespace cohort

@@ -2,6 +2,7 @@
 // process, data-parallel, parameter server, pipeline...). Each owns one
 // training step; the loop owns epochs, data, evaluation and reports.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "data/batch.h"
@@ -38,6 +39,10 @@ class Strategy {
   virtual int metric_replicas() const { return 1; }
   // Makes every rank's copy of the whole model current (stages own parts).
   virtual void sync_model() {}
+  // Figures of this strategy for the run's summary, as {"key": {...}}
+  // (pipeline bubble and activation memory, parameter-server staleness).
+  // Collective: every rank calls it once, after training; rank 0's is printed.
+  virtual nlohmann::ordered_json summary() { return nlohmann::ordered_json::object(); }
 };
 
 }  // namespace cohort

@@ -19,6 +19,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/local.h"
 #include "parallel/model_parallel.h"
+#include "parallel/pipeline.h"
 #include "parallel/stages.h"
 #include "parallel/replicas.h"
 
@@ -157,6 +158,14 @@ static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Com
   if (cfg.parallel == "mp")
     return std::make_unique<ModelParallel>(*comm, model, opt,
                                            cut_stages(model, cfg.stages, cfg.split));
+  if (cfg.parallel == "pp" || cfg.parallel == "hybrid") {
+    PipelineConfig pc;
+    pc.micro_batches = cfg.micro_batches;
+    pc.one_f_one_b = cfg.pipe_schedule == "1f1b";
+    pc.dp = cfg.parallel == "hybrid" ? cfg.dp : 1;
+    return std::make_unique<Pipeline>(*comm, model, opt, cut_stages(model, cfg.stages, cfg.split),
+                                      pc, cfg.seed);
+  }
   DataParallelConfig dp;
   dp.bucket_mb = cfg.bucket_mb;
   dp.overlap = cfg.overlap;
@@ -260,6 +269,8 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
       {"step_seconds",
        {{"total", (times.compute + times.comm + data_s) / n}, {"compute", times.compute / n},
         {"communication", times.comm / n}, {"data", data_s / n}}}};
+  const nlohmann::ordered_json extra = strategy->summary();  // collective: every rank
+  for (auto& [key, value] : extra.items()) summary[key] = value;
   report.summary(summary, class_names(cfg.data));
   return summary;
 }

@@ -18,9 +18,7 @@ namespace fs = std::filesystem;
 using testing_support::checkpoint_rel_diff;
 using testing_support::run;
 
-const std::string kTrain = std::string(COHORT_BIN) +
-                           " train --data synthetic --epochs 1 --optimizer sgd --lr 0.01"
-                           " --momentum 0.9 --log jsonl --limit 256 --batch 32 --threads 1";
+const std::string kTrain = testing_support::equality_train_command() + " --batch 32";
 
 class ModelParallelEquality : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 

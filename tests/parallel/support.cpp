@@ -21,6 +21,12 @@ int run(const std::string& cmd, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::string equality_train_command() {
+  return std::string(COHORT_BIN) +
+         " train --data synthetic --epochs 1 --optimizer sgd --lr 0.01 --momentum 0.9"
+         " --log jsonl --limit 256 --threads 1";
+}
+
 double checkpoint_rel_diff(const std::string& a, const std::string& b) {
   auto fa = load_safetensors(a), fb = load_safetensors(b);
   double diff = 0, ref = 0;

@@ -5,6 +5,13 @@
 
 namespace cohort::testing_support {
 
+// `cohort train` as the equality tests run it: synthetic data, one epoch of
+// 256 images, SGD lr 0.01 with momentum, one thread, jsonl. SGD at lr 0.01:
+// a larger step can flip a ReLU or max-pool decision that sits within
+// rounding of its threshold, which any change of summation order (data
+// parallelism too) then amplifies; see docs/DESIGN.md.
+std::string equality_train_command();
+
 // Runs `cmd` with stderr folded into *out (if given); returns its exit code.
 int run(const std::string& cmd, std::string* out = nullptr);
 

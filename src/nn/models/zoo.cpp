@@ -17,7 +17,8 @@ const std::vector<ModelEntry>& model_names() {
   return kModels;
 }
 
-std::unique_ptr<Model> make_model(const std::string& name, uint64_t seed) {
+// The named model, unbuilt.
+static std::unique_ptr<Model> construct(const std::string& name) {
   std::unique_ptr<Model> m;
   const Shape mnist = {28, 28, 1}, cifar = {32, 32, 3};
   // The study defined its two MNIST models in Keras: they start from Keras' init.
@@ -35,7 +36,18 @@ std::unique_ptr<Model> make_model(const std::string& name, uint64_t seed) {
     for (auto& e : model_names()) valid += (valid.empty() ? "" : ", ") + e.name;
     throw InputError("--model: unknown model '" + name + "' (valid: " + valid + ")");
   }
+  return m;
+}
+
+std::unique_ptr<Model> make_model(const std::string& name, uint64_t seed) {
+  auto m = construct(name);
   m->build(seed);
+  return m;
+}
+
+std::unique_ptr<Model> make_model_view(Model& owner) {
+  auto m = construct(owner.name());
+  m->build_shared(owner);
   return m;
 }
 

@@ -16,6 +16,8 @@ struct ModelEntry {
 const std::vector<ModelEntry>& model_names();
 // Builds (registers, allocates, initializes from seed) the model; unknown name -> InputError.
 std::unique_ptr<Model> make_model(const std::string& name, uint64_t seed = 0);
+// Another model of owner's kind over owner's arenas (Model::build_shared).
+std::unique_ptr<Model> make_model_view(Model& owner);
 
 // Per family, the layer list (unbuilt).
 std::unique_ptr<Sequential> mnist_small();
