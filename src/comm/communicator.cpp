@@ -3,6 +3,10 @@
 // default reduce-scatter and allgather over the ring.
 #include "comm/communicator.h"
 
+#include <sched.h>
+
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace cohort::comm {
@@ -78,6 +82,20 @@ void sum_metrics(Communicator& c, double* v, int n) {
   std::vector<float> f(v, v + n);  // counts and loss sums fit f32 well enough
   c.allreduce(f.data(), n, ReduceOp::kSum, Algorithm::kMpi);
   for (int i = 0; i < n; ++i) v[i] = f[size_t(i)];
+}
+
+void idle(int round) {
+  if (round < 64) return;  // a message between local ranks lands within microseconds
+  if (round < 256) {
+    sched_yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+void wait_yielding(const Communicator& c, Request& r) {
+  if (c.timeout() > 0) return r.wait();  // polls politely too, and names a stalled peer
+  for (int round = 0; !r.test(); ++round) idle(round);
 }
 
 }  // namespace cohort::comm

@@ -58,6 +58,8 @@ class Communicator {
   virtual void recv(void* buf, size_t bytes, int src, int tag) = 0;
   virtual std::unique_ptr<Request> isend(const void* buf, size_t bytes, int dst, int tag) = 0;
   virtual std::unique_ptr<Request> irecv(void* buf, size_t bytes, int src, int tag) = 0;
+  // Whether a message from src with tag is waiting to be received (never blocks).
+  virtual bool probe(int src, int tag) = 0;
   // Simultaneous send and receive (the step of ring and tree algorithms).
   virtual void sendrecv(const void* sbuf, size_t sbytes, int dst, void* rbuf, size_t rbytes,
                         int src, int tag) = 0;
@@ -89,6 +91,13 @@ class Communicator {
   virtual void mpi_allreduce(float* data, int64_t n, ReduceOp op) = 0;
   double timeout_ = 0;
 };
+
+// Waits for r without holding a core: tests, then yields, then sleeps in
+// short naps (a parameter server and its workers may share cores). Honours
+// c's timeout.
+void wait_yielding(const Communicator& c, Request& r);
+// One idle moment of such a wait; `round` counts the caller's empty polls.
+void idle(int round);
 
 // Sums a few doubles over ranks (training metrics: counts and loss sums),
 // carried as f32 through the library's all-reduce.

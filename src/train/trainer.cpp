@@ -19,6 +19,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/local.h"
 #include "parallel/model_parallel.h"
+#include "parallel/parameter_server.h"
 #include "parallel/pipeline.h"
 #include "parallel/stages.h"
 #include "parallel/replicas.h"
@@ -158,6 +159,13 @@ static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Com
   if (cfg.parallel == "mp")
     return std::make_unique<ModelParallel>(*comm, model, opt,
                                            cut_stages(model, cfg.stages, cfg.split));
+  if (cfg.parallel == "ps") {
+    PsConfig pc;
+    pc.servers = cfg.servers;
+    pc.async = cfg.ps_mode == "async";
+    pc.staleness = cfg.staleness;
+    return std::make_unique<ParameterServer>(*comm, model, opt, pc, cfg.seed);
+  }
   if (cfg.parallel == "pp" || cfg.parallel == "hybrid") {
     PipelineConfig pc;
     pc.micro_batches = cfg.micro_batches;

@@ -184,6 +184,12 @@ class MpiCommunicator final : public Communicator {
     return r;
   }
 
+  bool probe(int src, int tag) override {
+    int flag = 0;
+    COHORT_MPI(MPI_Iprobe(src, tag, comm_, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }
+
   void sendrecv(const void* sbuf, size_t sbytes, int dst, void* rbuf, size_t rbytes, int src,
                 int tag) override {
     if (timeout_ <= 0 && sbytes <= kMaxMessage && rbytes <= kMaxMessage) {

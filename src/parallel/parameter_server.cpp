@@ -1,0 +1,203 @@
+#include "parallel/parameter_server.h"
+
+#include <algorithm>
+
+#include "core/clock.h"
+#include "core/error.h"
+
+namespace cohort {
+
+constexpr int kPushTag = 120, kPullTag = 121;
+
+ParameterServer::ParameterServer(comm::Communicator& world, nn::Model& model, Optimizer& opt,
+                                 PsConfig cfg, uint64_t seed)
+    : world_(world), model_(model), opt_(opt), cfg_(cfg),
+      local_(model, opt, seed + uint64_t(world.rank())), workers_(world.size() - cfg.servers) {
+  COHORT_INPUT_CHECK(cfg.servers >= 1, "--servers must be at least 1, got ", cfg.servers);
+  COHORT_INPUT_CHECK(workers_ >= 1, "--servers ", cfg.servers, " leaves no worker: ",
+                     world.size(), " ranks in all (workers are the ranks that are not servers)");
+  COHORT_INPUT_CHECK(cfg.staleness >= -1, "--staleness must be -1 (no bound) or more, got ",
+                     cfg.staleness);
+  COHORT_INPUT_CHECK(model.num_params() >= cfg.servers, "--servers ", cfg.servers, ": ",
+                     model.name(), " has only ", model.num_params(), " parameters to shard");
+  server_ = world.rank() >= workers_ ? world.rank() - workers_ : -1;
+  if (server_ < 0) return;
+  const int64_t n = shard_end(server_) - shard_begin(server_);
+  for (int w = 0; w < workers_; ++w) {
+    inbox_.push_back(Tensor::empty({n}));
+    if (cfg_.async) outbox_.push_back(Tensor::empty({n}));
+  }
+  sum_ = Tensor::empty({n});
+  sends_.resize(size_t(workers_));
+  clock_.assign(size_t(workers_), 0);
+  read_version_.assign(size_t(workers_), 0);
+  waiting_.assign(size_t(workers_), false);
+}
+
+ParameterServer::~ParameterServer() {
+  for (auto& s : sends_)
+    if (s) s->wait();
+}
+
+int64_t ParameterServer::shard_begin(int j) const {
+  return model_.num_params() * j / cfg_.servers;
+}
+
+StepResult ParameterServer::step(const Batch& batch, float lr, StepTimes& times) {
+  if (server_ < 0) return work(batch, lr, times);
+  if (cfg_.async)
+    serve_async(lr, times);
+  else
+    serve_sync(lr, times);
+  return {};  // servers see no images
+}
+
+StepResult ParameterServer::work(const Batch& batch, float lr, StepTimes& times) {
+  Timer t;
+  const int64_t n = int64_t(batch.labels.size());
+  // sync: the servers sum the workers' gradients into the global-batch mean;
+  // async: each gradient is applied alone, as the mean over its own batch.
+  const float scale = cfg_.async ? 1.0f / float(n) : 1.0f / float(n * workers_);
+  nn::Context ctx;
+  StepResult r = local_.forward_backward(batch, scale, ctx);
+  times.compute += t.seconds();
+  Timer c;
+  const Arena& a = model_.params();
+  std::vector<std::unique_ptr<comm::Request>> reqs;
+  for (int j = 0; j < cfg_.servers; ++j) {
+    const int64_t b = shard_begin(j), e = shard_end(j);
+    reqs.push_back(world_.isend(a.grads().f32() + b, size_t(e - b) * 4, workers_ + j, kPushTag));
+    reqs.push_back(world_.irecv(a.params().f32() + b, size_t(e - b) * 4, workers_ + j, kPullTag));
+  }
+  for (auto& q : reqs) comm::wait_yielding(world_, *q);
+  times.comm += c.seconds();
+  return r;
+}
+
+void ParameterServer::serve_sync(float lr, StepTimes& times) {
+  Timer c;
+  const int64_t b = shard_begin(server_), n = shard_end(server_) - b;
+  std::vector<std::unique_ptr<comm::Request>> reqs;
+  for (int w = 0; w < workers_; ++w)
+    reqs.push_back(world_.irecv(inbox_[size_t(w)].data(), size_t(n) * 4, w, kPushTag));
+  for (auto& q : reqs) comm::wait_yielding(world_, *q);
+  times.comm += c.seconds();
+  Timer t;
+  // In worker order, so every run sums alike.
+  float* sum = sum_.f32();
+  std::copy(inbox_[0].f32(), inbox_[0].f32() + n, sum);
+  for (int w = 1; w < workers_; ++w) {
+    const float* g = inbox_[size_t(w)].f32();
+    for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
+  }
+  float* params = model_.params().params().f32() + b;
+  opt_.step(params, sum, n, lr);
+  ++version_;
+  updates_ += workers_;  // every gradient was computed on the current weights: staleness 0
+  times.compute += t.seconds();
+  Timer s;
+  reqs.clear();
+  for (int w = 0; w < workers_; ++w)
+    reqs.push_back(world_.isend(params, size_t(n) * 4, w, kPullTag));
+  for (auto& q : reqs) comm::wait_yielding(world_, *q);
+  times.comm += s.seconds();
+}
+
+void ParameterServer::reply(int w) {
+  const int64_t b = shard_begin(server_), n = shard_end(server_) - b;
+  auto& pending = sends_[size_t(w)];
+  if (pending) comm::wait_yielding(world_, *pending);
+  const float* params = model_.params().params().f32() + b;
+  Tensor& copy = outbox_[size_t(w)];
+  std::copy(params, params + n, copy.f32());
+  read_version_[size_t(w)] = version_;
+  pending = world_.isend(copy.data(), size_t(n) * 4, w, kPullTag);
+}
+
+void ParameterServer::serve_async(float lr, StepTimes& times) {
+  const int64_t b = shard_begin(server_), n = shard_end(server_) - b;
+  float* params = model_.params().params().f32() + b;
+  // One step of the loop handles as many pushes as there are workers; over
+  // the run that is every push, since every rank runs the same steps.
+  Timer wait;
+  for (int handled = 0, round = 0; handled < workers_;) {
+    int from = -1;
+    for (int i = 0; i < workers_ && from < 0; ++i) {
+      const int w = (next_worker_ + i) % workers_;
+      if (world_.probe(w, kPushTag)) from = w;
+    }
+    if (from < 0) {
+      comm::idle(round++);
+      continue;
+    }
+    world_.recv(inbox_[size_t(from)].data(), size_t(n) * 4, from, kPushTag);
+    times.comm += wait.seconds();
+    Timer t;
+    const int64_t stale = version_ - read_version_[size_t(from)];
+    staleness_sum_ += double(stale);
+    staleness_max_ = std::max(staleness_max_, stale);
+    ++updates_;
+    opt_.step(params, inbox_[size_t(from)].f32(), n, lr);
+    ++version_;
+    ++clock_[size_t(from)];
+    waiting_[size_t(from)] = true;
+    next_worker_ = (from + 1) % workers_;
+    ++handled;
+    round = 0;
+    // Answer every waiting worker the bound lets go on.
+    const int64_t slowest = *std::min_element(clock_.begin(), clock_.end());
+    for (int w = 0; w < workers_; ++w)
+      if (waiting_[size_t(w)] &&
+          (cfg_.staleness < 0 || clock_[size_t(w)] - slowest <= cfg_.staleness)) {
+        waiting_[size_t(w)] = false;
+        reply(w);
+      }
+    times.compute += t.seconds();
+    wait = Timer();
+  }
+  times.comm += wait.seconds();
+}
+
+void ParameterServer::sum(double* v, int n) { comm::sum_metrics(world_, v, n); }
+
+void ParameterServer::sync_model() {
+  for (auto& s : sends_)
+    if (s) comm::wait_yielding(world_, *s);
+  // The servers' weights are the model; every rank takes them (and worker
+  // 0's batch-norm statistics).
+  for (int j = 0; j < cfg_.servers; ++j) {
+    const int64_t b = shard_begin(j), e = shard_end(j);
+    world_.broadcast(model_.params().params().f32() + b, size_t(e - b) * 4, workers_ + j);
+  }
+  if (model_.buffers().size() > 0)
+    world_.broadcast(model_.buffers().params().f32(), size_t(model_.buffers().size()) * 4, 0);
+  if (server_ >= 0) std::fill(read_version_.begin(), read_version_.end(), version_);
+}
+
+nlohmann::ordered_json ParameterServer::summary() {
+  // Per server: [staleness sum, updates, max].
+  const int s = cfg_.servers;
+  std::vector<double> v(size_t(3 * s), 0.0);
+  if (server_ >= 0) {
+    v[size_t(server_)] = staleness_sum_;
+    v[size_t(s + server_)] = double(updates_);
+    v[size_t(2 * s + server_)] = double(staleness_max_);
+  }
+  comm::sum_metrics(world_, v.data(), int(v.size()));
+  double total = 0, updates = 0, worst = 0;
+  for (int j = 0; j < s; ++j) {
+    total += v[size_t(j)];
+    updates += v[size_t(s + j)];
+    worst = std::max(worst, v[size_t(2 * s + j)]);
+  }
+  return {{"ps",
+           {{"mode", cfg_.async ? "async" : "sync"},
+            {"servers", s},
+            {"workers", workers_},
+            {"staleness_bound", cfg_.staleness},
+            {"staleness_mean", updates > 0 ? total / updates : 0.0},
+            {"staleness_max", int64_t(worst)},
+            {"updates_per_server", int64_t(updates / s)}}}};
+}
+
+}  // namespace cohort
