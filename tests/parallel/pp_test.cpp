@@ -24,6 +24,8 @@ struct Plan {
   int batch;  // per pipeline replica; the single process runs 32
 };
 
+void PrintTo(const Plan& p, std::ostream* os) { *os << p.flags; }
+
 class PipelineEquality : public ::testing::TestWithParam<Plan> {};
 
 TEST_P(PipelineEquality, MatchesTheSingleProcess) {
