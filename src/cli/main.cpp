@@ -43,6 +43,7 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--repeat", c.repeat, "repeat the training set k times per epoch");
   app.add_option("--limit", c.limit, "use only the first N training images");
   app.add_option("--log", c.log, "human | jsonl");
+  app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, or only the last");
   app.add_option("--save", c.save, "write a safetensors checkpoint after each epoch");
   app.add_option("--load", c.load, "start from a safetensors checkpoint");
   app.add_option("--parallel", c.parallel,

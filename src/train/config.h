@@ -25,6 +25,7 @@ struct TrainConfig {
   int repeat = 1;
   int64_t limit = 0;  // keep the first N training images (0: all)
   std::string log = "human";  // human | jsonl
+  std::string eval = "epoch";  // evaluate after every epoch, or only after the last
   std::string save, load;
 
   // Parallelism (src/parallel/).

@@ -51,12 +51,13 @@ void Report::epoch(const nlohmann::ordered_json& e) {
     j.update(e);
     std::fprintf(out_, "%s\n", j.dump().c_str());
   } else {
-    std::fprintf(out_,
-                 "epoch %d: train loss %.4f, train acc %.4f, test loss %.4f, test acc %.4f, "
-                 "%.2f s, %.0f images/s\n",
+    char test[64] = "";
+    if (e.contains("test_accuracy"))
+      std::snprintf(test, sizeof test, ", test loss %.4f, test acc %.4f",
+                    e["test_loss"].get<double>(), e["test_accuracy"].get<double>());
+    std::fprintf(out_, "epoch %d: train loss %.4f, train acc %.4f%s, %.2f s, %.0f images/s\n",
                  e["epoch"].get<int>(), e["train_loss"].get<double>(),
-                 e["train_accuracy"].get<double>(), e["test_loss"].get<double>(),
-                 e["test_accuracy"].get<double>(), e["seconds"].get<double>(),
+                 e["train_accuracy"].get<double>(), test, e["seconds"].get<double>(),
                  e["images_per_second"].get<double>());
   }
   std::fflush(out_);

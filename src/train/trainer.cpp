@@ -57,6 +57,8 @@ void check_config(const TrainConfig& c, int world) {
   COHORT_INPUT_CHECK(c.replicas >= 1, "--replicas must be at least 1, got ", c.replicas);
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
+  COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last", "--eval: unknown choice '", c.eval,
+                     "' (valid: epoch, last)");
   const bool staged = p == "mp" || p == "pp" || p == "hybrid";
   if (staged || p == "ps") {
     COHORT_INPUT_CHECK(c.clip_norm <= 0, "--clip is not supported with --parallel ", p,
@@ -249,11 +251,16 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     epoch_ips.push_back(m[2] / secs);
     total_images += m[2];
     total_seconds += secs;
-    eval = evaluate_all(*model, data.test, *strategy);
-    report.epoch({{"epoch", epoch}, {"train_loss", m[0] / m[2]},
-                  {"train_accuracy", m[1] / m[2]}, {"test_loss", eval.loss},
-                  {"test_accuracy", eval.accuracy}, {"seconds", secs},
-                  {"images_per_second", m[2] / secs}});
+    nlohmann::ordered_json line = {{"epoch", epoch}, {"train_loss", m[0] / m[2]},
+                                   {"train_accuracy", m[1] / m[2]}};
+    if (cfg.eval == "epoch" || epoch == cfg.epochs) {
+      eval = evaluate_all(*model, data.test, *strategy);
+      line["test_loss"] = eval.loss;
+      line["test_accuracy"] = eval.accuracy;
+    }
+    line["seconds"] = secs;
+    line["images_per_second"] = m[2] / secs;
+    report.epoch(line);
     if (!cfg.save.empty() && rank == 0)
       save_checkpoint(cfg.save, model->name(), model->params(), &model->buffers(),
                       {{"epoch", std::to_string(epoch)}, {"dataset", cfg.data}});

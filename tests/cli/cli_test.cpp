@@ -70,6 +70,7 @@ TEST(Cli, BadFlags) {
   expect_one_line_error("train --log xml", "--log");
   expect_one_line_error("train --optimizer rmsprop", "--optimizer");
   expect_one_line_error("train --no-such-flag", "--no-such-flag");
+  expect_one_line_error("train --eval sometimes", "--eval");
 }
 
 TEST(Cli, MissingDataDirectory) {
@@ -124,6 +125,18 @@ TEST(Cli, JsonlSummaryHoldsTheFieldsTheIssueNames) {
   for (const char* key : {"test_accuracy", "per_class_accuracy", "epoch_seconds",
                           "images_per_second", "parameters"})
     EXPECT_NE(last.find(key), std::string::npos) << key << " missing from " << last;
+}
+
+TEST(Cli, EvalLastTestsOnlyAfterTheLastEpoch) {
+  Result r = run("train --model mnist-small --data synthetic --limit 256 --epochs 2 --log jsonl"
+                 " --eval last");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto first = r.out.find("{\"event\":\"epoch\",\"epoch\":1");
+  const auto second = r.out.find("{\"event\":\"epoch\",\"epoch\":2");
+  ASSERT_NE(first, std::string::npos) << r.out;
+  ASSERT_NE(second, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.substr(first, second - first).find("test_accuracy"), std::string::npos);
+  EXPECT_NE(r.out.substr(second).find("test_accuracy"), std::string::npos);
 }
 
 }  // namespace
