@@ -14,7 +14,7 @@ std::string TrainConfig::describe() const {
      << "\n--epochs " << epochs << "\n--batch " << batch << "\n--lr " << lr << "\n--optimizer "
      << optimizer << "\n--momentum " << momentum << "\n--weight-decay " << weight_decay
      << "\n--lr-schedule " << schedule << "\n--warmup " << warmup_steps << "\n--clip " << clip_norm
-     << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit
+     << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval " << eval
      << "\n--parallel " << parallel << "\n--replicas " << replicas
      << "\n--stages " << stages << "\n--split " << split << "\n--micro-batches " << micro_batches
      << "\n--schedule " << pipe_schedule << "\n--dp " << dp << "\n--servers " << servers
