@@ -3,9 +3,6 @@
 // peer's `train` on the same point. A progress bar with ETA goes to stderr.
 #include "bench/grid.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +11,7 @@
 
 #include "bench/peer.h"
 #include "bench/report.h"
+#include "bench/subprocess.h"
 #include "core/error.h"
 
 namespace cohort {
@@ -149,48 +147,13 @@ GridSpec resolve_grid(const GridFlags& flags) {
 }
 
 nlohmann::json last_summary(const std::string& out) {
-  json last = json::object();
-  std::stringstream ss(out);
-  std::string line;
-  while (std::getline(ss, line)) {
-    if (line.empty() || line[0] != '{') continue;
-    try {
-      json j = json::parse(line);
-      if (j.value("event", "") == "summary" || (j.contains("epoch_seconds") && !j.contains("event")))
-        last = j;
-    } catch (const std::exception&) {
-    }
-  }
-  return last;
+  return last_json_line(out, [](const json& j) {
+    return j.value("event", "") == "summary" ||
+           (j.contains("epoch_seconds") && !j.contains("event"));
+  });
 }
 
 namespace {
-
-std::string quote(const std::string& a) {
-  std::string q = "'";
-  for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs argv through the shell with stderr appended to `log`; stdout returned.
-std::string run_capture(const std::vector<std::string>& argv, const fs::path& log, int* rc) {
-  std::string cmd;
-  for (auto& a : argv) cmd += quote(a) + " ";
-  {
-    std::ofstream l(log, std::ios::app);
-    l << "$ " << cmd << "\n";
-  }
-  cmd += "2>>" + quote(log.string());
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) throw Error("cannot start: " + cmd);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, f)) out += buf;
-  const int status = pclose(f);
-  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  std::ofstream(log, std::ios::app) << out;
-  return out;
-}
 
 std::string fmt_seconds(double s) {
   char buf[32];
@@ -242,7 +205,7 @@ void take(ordered_json& p, const std::string& pre, const json& s) {
 int run_grid(const GridSpec& spec) {
   const fs::path dir = fs::path(spec.out) / spec.name;
   fs::create_directories(dir / "logs");
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string self = self_exe();
   if (!spec.peer.empty())
     COHORT_INPUT_CHECK(peer_available(), "--peer pytorch: ", peer_python(),
                        " cannot import torch (or ", peer_script(), " is missing)");
