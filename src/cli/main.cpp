@@ -151,9 +151,6 @@ int main(int argc, char** argv) {
   auto* grid_report = bench->add_subcommand("report", "redraw report.md and plots from DIR/results.jsonl");
   grid_report->add_option("dir", report_dir, "a grid's results folder")->required();
 
-#if COHORT_WITH_MPI
-  CommBenchConfig comm_cfg;
-  int comm_workers = 2;
   TuneConfig tune_cfg;
   auto* tune = bench->add_subcommand("tune", "find the fastest processes x threads x batch for a model");
   add_tune_options(*tune, tune_cfg);
@@ -162,6 +159,9 @@ int main(int argc, char** argv) {
       bench->add_subcommand("strategies", "every --parallel strategy at one global batch, one table");
   add_strategies_options(*strategies, strategies_cfg);
 
+#if COHORT_WITH_MPI
+  CommBenchConfig comm_cfg;
+  int comm_workers = 2;
   auto* comm_bench = bench->add_subcommand("comm", "all-reduce bus bandwidth: ring, tree, MPI, gloo");
   comm_bench->add_option("--workers", comm_workers, "ranks (mpirun on this machine)");
   comm_bench->add_option("--min-bytes", comm_cfg.min_bytes);
