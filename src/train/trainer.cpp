@@ -108,8 +108,13 @@ static Dataset shard(const Dataset& d, int rank, int world) {
 }
 
 // Evaluates this rank's shard of the test set and sums over ranks.
-static EvalResult evaluate_all(nn::Model& model, const Dataset& test, Strategy& strategy) {
-  EvalResult mine = evaluate(model, shard(test, strategy.rank(), strategy.world()), 256);
+static EvalResult evaluate_all(nn::Model& model, const Dataset& test, Strategy& strategy,
+                               int64_t batch) {
+  // No larger than the training batch: every rank runs the whole model here,
+  // and a big model's activations at 256 (ResNet-50 at 32x32: several GB per
+  // rank) must fit beside the other ranks on one machine.
+  EvalResult mine =
+      evaluate(model, shard(test, strategy.rank(), strategy.world()), std::min<int64_t>(256, batch));
   const int k = test.num_classes;
   // [loss_sum, images, right per class..., seen per class...]
   std::vector<double> v(size_t(2 + 2 * k), 0.0);
@@ -254,7 +259,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     nlohmann::ordered_json line = {{"epoch", epoch}, {"train_loss", m[0] / m[2]},
                                    {"train_accuracy", m[1] / m[2]}};
     if (cfg.eval == "epoch" || epoch == cfg.epochs) {
-      eval = evaluate_all(*model, data.test, *strategy);
+      eval = evaluate_all(*model, data.test, *strategy, cfg.batch);
       line["test_loss"] = eval.loss;
       line["test_accuracy"] = eval.accuracy;
     }
