@@ -12,6 +12,8 @@ Run with Debian's interpreter (/usr/bin/python3, python3-torch), e.g.
         --sizes 4,65536,1048576 --iters 20
     /usr/bin/python3 bench/peers/pytorch_peer.py train --model mnist-small \
         --batch 128 --repeat 1 --epochs 2 --limit 6000 --threads 1 --world 2
+    /usr/bin/python3 bench/peers/pytorch_peer.py train --model mnist-large \
+        --data synthetic --limit 512 --threads 2 --pipe-stages 2 --micro-batches 4
 
 The models mirror the ones cohort builds, with identical parameter names
 (state_dict keys). Only stdout carries the result (one JSON line); everything
@@ -547,17 +549,18 @@ def read_idx_gz(path):
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
-def load_train_data(data, limit, data_dir):
+def load_train_data(data, limit, data_dir, model="mnist-small"):
     """(train_x, train_y, test_x, test_y) as torch tensors, NCHW float32."""
     import torch
     if data == "synthetic":
+        # The model's input shape, and 2000 test images, as `cohort train`.
         n = limit if limit > 0 else 60000
         g = torch.Generator().manual_seed(1234)
-        tx = torch.randn((n, 1, 28, 28), generator=g)
+        tx = torch.randn((n,) + input_shape(model), generator=g)
         ty = torch.randint(0, 10, (n,), generator=g)
         g = torch.Generator().manual_seed(5678)
-        vx = torch.randn((10000, 1, 28, 28), generator=g)
-        vy = torch.randint(0, 10, (10000,), generator=g)
+        vx = torch.randn((2000,) + input_shape(model), generator=g)
+        vy = torch.randint(0, 10, (2000,), generator=g)
         return tx, ty, vx, vy
     if data != "fashion-mnist":
         die("--data: unknown dataset '%s' (valid: fashion-mnist, synthetic)" % data)
@@ -591,16 +594,25 @@ def train_worker(rank, world, port, a, result_q):
         dist.init_process_group("gloo", rank=rank, world_size=world,
                                 init_method="tcp://127.0.0.1:%d" % port)
     try:
-        tx, ty, vx, vy = load_train_data(a["data"], a["limit"], a["data_dir"])
+        tx, ty, vx, vy = load_train_data(a["data"], a["limit"], a["data_dir"], a["model"])
+        if a["data"] == "fashion-mnist" and input_shape(a["model"]) != (1, 28, 28):
+            die("--model %s takes %s images but --data fashion-mnist has 1x28x28"
+                % (a["model"], "x".join(map(str, input_shape(a["model"])))))
         torch.manual_seed(a["seed"])
         model = build_model(a["model"])
+        net = model
         if ddp:
             from torch.nn.parallel import DistributedDataParallel
             model = DistributedDataParallel(model)
+        pipe = a["pipe_stages"] > 1
+        if pipe:
+            model = make_pipe(a["model"], net, a["pipe_stages"], a["micro_batches"])
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
         n = tx.shape[0] * a["repeat"]
         per_rank = (n + world - 1) // world  # DistributedSampler: pad, then stride
         epoch_seconds, epoch_ips = [], []
+        data_s = compute_s = 0.0
+        steps = 0
         for epoch in range(a["epochs"]):
             g = torch.Generator().manual_seed(a["seed"] + epoch)
             idx = torch.randperm(n, generator=g)
@@ -612,12 +624,18 @@ def train_worker(rank, world, port, a, result_q):
                 dist.barrier()
             t0 = time.perf_counter()
             for i in range(0, idx.shape[0], a["batch"]):
+                t1 = time.perf_counter()
                 b = idx[i:i + a["batch"]]
                 x, y = tx[b], ty[b]
+                t2 = time.perf_counter()
                 opt.zero_grad()
-                loss = F.cross_entropy(model(x), y)
+                out = model(x)
+                loss = F.cross_entropy(out.local_value() if pipe else out, y)
                 loss.backward()
                 opt.step()
+                data_s += t2 - t1
+                compute_s += time.perf_counter() - t2
+                steps += 1
             if ddp:
                 dist.barrier()
             secs = time.perf_counter() - t0
@@ -625,7 +643,6 @@ def train_worker(rank, world, port, a, result_q):
             epoch_ips.append(idx.shape[0] * world / secs)
             log("rank %d epoch %d: %.2fs, loss %.4f" % (rank, epoch + 1, secs, float(loss)))
         if rank == 0:
-            net = model.module if ddp else model
             net.eval()
             correct = 0
             with torch.no_grad():
@@ -639,23 +656,99 @@ def train_worker(rank, world, port, a, result_q):
                 "test_accuracy": correct / vx.shape[0],
                 "epoch_seconds": epoch_seconds,
                 "epoch_images_per_second": epoch_ips,
-                "images_per_second": total_images / sum(epoch_seconds)})
+                "images_per_second": total_images / sum(epoch_seconds),
+                # Per step on rank 0. DDP reduces gradients inside backward, so
+                # its communication is part of "compute" here.
+                "step_seconds": {"total": (data_s + compute_s) / steps,
+                                 "compute": compute_s / steps,
+                                 "data": data_s / steps},
+                "communication_in_compute": ddp,
+                "pipeline": ({"stages": a["pipe_stages"], "micro_batches": a["micro_batches"],
+                              "schedule": "gpipe", "checkpoint": "never"} if pipe else None)})
     finally:
         if ddp:
             dist.destroy_process_group()
+        if a["pipe_stages"] > 1:
+            from torch.distributed import rpc
+            rpc.shutdown()
+
+
+def model_units(name, net):
+    """The model as cohort's top-level layers (src/nn/models/), each with the
+    ReLU cohort fuses into it, sharing net's parameters: Pipe then cuts where
+    cohort's --stages cuts. Parameter-free layers are new modules each time
+    (Pipe drops a module that appears twice)."""
+    import torch.nn as nn
+    relu, pool2, flat = nn.ReLU, lambda: nn.MaxPool2d(2), nn.Flatten
+    if name == "mnist-small":
+        return [nn.Sequential(net.conv1, relu(), pool2()), flat(),
+                nn.Sequential(net.fc1, relu()), net.fc2]
+    if name == "mnist-large":
+        return [nn.Sequential(net.conv1, relu(), pool2()),
+                nn.Sequential(net.conv2, relu(), pool2()),
+                nn.Sequential(net.conv3, relu(), pool2()), flat(),
+                nn.Sequential(net.fc1, relu()), nn.Sequential(net.fc2, relu()), net.fc3]
+    if name == "lenet":
+        return [nn.Sequential(net.conv1, pool2(), relu()), nn.Sequential(net.conv2, relu()),
+                net.conv2_drop, pool2(), flat(), nn.Sequential(net.fc1, relu()),
+                nn.Dropout(0.5), net.fc2]
+    if name == "vgg16":
+        units = []
+        for i in net.plan:
+            units += [pool2()] if i is None else [getattr(net, "conv%d" % i),
+                                                  nn.Sequential(getattr(net, "bn%d" % i), relu())]
+        return units + [flat(), net.fc]
+    return [net.conv1, nn.Sequential(net.bn1, relu()), net.layer1, net.layer2, net.layer3,
+            net.layer4, nn.Sequential(nn.AdaptiveAvgPool2d(1), flat()), net.fc]
+
+
+def make_pipe(name, net, stages, micro_batches):
+    """PyTorch 1.13's GPipe (torch.distributed.pipeline.sync.Pipe) over
+    `stages` partitions cut by parameter count as cohort cuts them. Pipe runs in
+    one process and needs the RPC framework; on CPU every partition shares one
+    worker thread, so partitions take turns rather than overlap."""
+    import torch.nn as nn
+    from torch.distributed import rpc
+    from torch.distributed.pipeline.sync import Pipe
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+    rpc.init_rpc("pipe", rank=0, world_size=1)
+    units = model_units(name, net)
+    if stages > len(units):
+        die("--pipe-stages %d: %s has only %d layers to place" % (stages, name, len(units)))
+    counts = [sum(p.numel() for p in u.parameters()) for u in units]
+    total, running, cuts = float(sum(counts)), 0.0, [0]
+    for i, c in enumerate(counts):  # as parallel/stages.cpp: cut where the total passes s/K
+        if len(cuts) == stages:
+            break
+        running += c
+        left, needed = len(units) - (i + 1), stages - len(cuts)
+        if left < needed:
+            break
+        if running >= total * len(cuts) / stages or left == needed:
+            cuts.append(i + 1)
+    cuts.append(len(units))
+    parts = [nn.Sequential(*units[cuts[k]:cuts[k + 1]]) for k in range(stages)]
+    log("pipe: %d partitions at layers %s, %d micro-batches" % (stages, cuts, micro_batches))
+    return Pipe(nn.Sequential(*parts), chunks=micro_batches, checkpoint="never")
 
 
 def cmd_train(args):
     if args.model not in MODELS:
         die("unknown model '%s' (known: %s)" % (args.model, ", ".join(MODELS)))
-    for name in ("batch", "threads", "epochs", "world", "repeat"):
+    for name in ("batch", "threads", "epochs", "world", "repeat", "pipe_stages",
+                 "micro_batches"):
         if getattr(args, name) < 1:
-            die("--%s must be >= 1 (got %d)" % (name, getattr(args, name)))
+            die("--%s must be >= 1 (got %d)" % (name.replace("_", "-"), getattr(args, name)))
     if args.limit < 0:
         die("--limit must be >= 0 (got %d)" % args.limit)
+    if args.pipe_stages > 1 and args.world > 1:
+        die("--pipe-stages runs in one process (Pipe); it does not combine with --world")
+    if args.pipe_stages > 1 and args.batch % args.micro_batches:
+        die("--micro-batches %d does not divide --batch %d" % (args.micro_batches, args.batch))
     set_thread_env(args.threads)
-    a = {k: getattr(args, k) for k in ("model", "batch", "repeat", "epochs",
-                                         "limit", "data", "threads", "seed")}
+    a = {k: getattr(args, k) for k in ("model", "batch", "repeat", "epochs", "limit", "data",
+                                         "threads", "seed", "pipe_stages", "micro_batches")}
     a["data_dir"] = args.data_dir
     if args.world == 1:
         import queue
@@ -683,6 +776,10 @@ def add_train_parser(sub):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--world", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pipe-stages", type=int, default=1,
+                   help="> 1: train through Pipe (GPipe) with this many partitions")
+    p.add_argument("--micro-batches", type=int, default=4,
+                   help="Pipe's chunks per batch (with --pipe-stages)")
 
 
 def main(argv=None):

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "bench/peer.h"
+#include "bench/progress.h"
 #include "bench/report.h"
 #include "bench/subprocess.h"
 #include "core/error.h"
@@ -41,7 +42,7 @@ std::vector<int> parse_int_list(const std::string& s, const std::string& flag) {
   return out;
 }
 
-static std::vector<std::string> parse_str_list(const std::string& s) {
+std::vector<std::string> parse_str_list(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
   std::string item;
@@ -155,29 +156,6 @@ nlohmann::json last_summary(const std::string& out) {
 
 namespace {
 
-std::string fmt_seconds(double s) {
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(s / 60) % 60);
-  else if (s >= 60)
-    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(s) % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ds", int(s));
-  return buf;
-}
-
-void progress(size_t done, size_t total, double done_w, double total_w, double elapsed,
-              const std::string& what) {
-  const int width = 30;
-  const int filled = total_w > 0 ? int(width * done_w / total_w) : width;
-  std::string bar(size_t(filled), '#');
-  bar.resize(size_t(width), '.');
-  std::string eta = done_w > 0 ? fmt_seconds(elapsed / done_w * (total_w - done_w)) : "?";
-  std::fprintf(stderr, "grid [%s] %zu/%zu  elapsed %s  ETA %s  %s\n", bar.c_str(), done, total,
-               fmt_seconds(elapsed).c_str(), eta.c_str(), what.c_str());
-  std::fflush(stderr);
-}
-
 // Copies the summary fields a point keeps, prefixed ("cohort_" / "pytorch_").
 void take(ordered_json& p, const std::string& pre, const json& s) {
   auto es = s.value("epoch_seconds", json::array());
@@ -243,7 +221,7 @@ int run_grid(const GridSpec& spec) {
     char label[160];
     std::snprintf(label, sizeof label, "%s batch %d repeat %d: %d rank(s) x %d thread(s)",
                   pt.model.c_str(), pt.batch, pt.repeat, pt.workers, pt.threads);
-    progress(i, points.size(), done_w, total_w, elapsed(), std::string("running ") + label);
+    progress("grid", i, points.size(), done_w, total_w, elapsed(), std::string("running ") + label);
     char logname[32];
     std::snprintf(logname, sizeof logname, "point-%03zu.log", i);
     const fs::path log = dir / "logs" / logname;
@@ -301,7 +279,7 @@ int run_grid(const GridSpec& spec) {
     derive_metrics(results);
     write_results_jsonl(dir.string(), results);
   }
-  progress(points.size(), points.size(), done_w, total_w, elapsed(), "done");
+  progress("grid", points.size(), points.size(), done_w, total_w, elapsed(), "done");
   write_results_csv(dir.string(), results);
   write_report_md(dir.string(), results);
   draw_plots(dir.string());

@@ -10,7 +10,15 @@
 
 namespace cohort {
 
-std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+std::string self_exe() {
+  // A rebuild during a long run replaces the file: run the new one at the same path.
+  std::string path = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string deleted = " (deleted)";
+  if (path.size() > deleted.size() &&
+      path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    path.resize(path.size() - deleted.size());
+  return path;
+}
 
 static std::string quote(const std::string& a) {
   std::string q = "'";
