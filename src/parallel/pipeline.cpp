@@ -201,6 +201,7 @@ nlohmann::ordered_json Pipeline::summary() {
             {"stages", k},
             {"micro_batches", m},
             {"dp", cfg_.dp},
+            {"cuts", cuts_},
             {"bubble_fraction", mean},
             {"ideal_bubble_fraction", double(k - 1) / double(m + k - 1)},
             {"bubble_fraction_per_stage", bubble},

@@ -1,12 +1,16 @@
 #include "parallel/stages.h"
 
+#include <algorithm>
 #include <sstream>
 
+#include "core/clock.h"
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace cohort {
 
-std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& split) {
+std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& split,
+                               const std::vector<double>* weights) {
   nn::Sequential& layers = model.layers();
   const size_t n = layers.size();
   COHORT_INPUT_CHECK(stages >= 1, "--stages must be at least 1, got ", stages);
@@ -30,12 +34,16 @@ std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& 
     COHORT_INPUT_CHECK(int(cuts.size()) == stages, "--split ", split, " gives ", cuts.size(),
                        " stages, --stages says ", stages);
   } else {
-    // Balance by parameter count: cut where the running total passes s/K of it,
-    // keeping at least one layer per stage.
-    const double total = double(model.num_params());
+    // Balance: cut where the running total passes s/K of it, keeping at
+    // least one layer per stage.
+    std::vector<double> w(n);
+    for (size_t i = 0; i < n; ++i)
+      w[i] = weights ? weights->at(i) : double(layers.child(i).num_params());
+    double total = 0;
+    for (double v : w) total += v;
     double running = 0;
     for (size_t i = 0; i < n && int(cuts.size()) < stages; ++i) {
-      running += double(layers.child(i).num_params());
+      running += w[i];
       const size_t left = n - (i + 1);                          // layers after i
       const size_t needed = size_t(stages) - cuts.size();       // cuts still to place
       if (left < needed) break;
@@ -44,6 +52,44 @@ std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& 
   }
   cuts.push_back(n);
   return cuts;
+}
+
+std::vector<double> time_layers(nn::Model& model, int64_t rows) {
+  nn::Sequential& layers = model.layers();
+  const size_t n = layers.size();
+  Shape shape = {rows};
+  for (int64_t d : model.input_shape()) shape.push_back(d);
+  Tensor x = Tensor::empty(shape);
+  Rng rng(42);
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = rng.uniform(-1.0f, 1.0f);
+  std::vector<Tensor> outs(n);
+  std::vector<double> best(n, 1e30);
+  // Training-mode forwards move batch-norm statistics: put them back after.
+  const Tensor& stats = model.buffers().params();
+  std::vector<float> saved(stats.f32(), stats.f32() + model.buffers().size());
+  Rng dropout(7);
+  for (int rep = 0; rep < 3; ++rep) {  // the first run warms up (primitives, memory)
+    nn::Context ctx;
+    ctx.rng = &dropout;
+    std::vector<double> t(n, 0.0);
+    const Tensor* h = &x;
+    for (size_t i = 0; i < n; ++i) {
+      Timer c;
+      h = &layers.child(i).forward(*h, ctx);
+      t[i] += c.seconds();
+      nn::ensure(outs[i], h->shape());
+      outs[i].fill(1.0f / float(h->numel()));
+    }
+    for (size_t i = n; i-- > 0;) {
+      Timer c;
+      layers.child(i).backward(outs[i], ctx);
+      t[i] += c.seconds();
+    }
+    if (rep > 0)
+      for (size_t i = 0; i < n; ++i) best[i] = std::min(best[i], t[i]);
+  }
+  std::copy(saved.begin(), saved.end(), stats.f32());
+  return best;
 }
 
 void broadcast_stages(comm::Communicator& comm, nn::Model& model, const std::vector<size_t>& cuts) {

@@ -10,9 +10,17 @@
 namespace cohort {
 
 // K+1 layer boundaries: stage s runs layers [cuts[s], cuts[s+1]). `split`
-// ("3,7") gives the K-1 inner cut points; empty: balance by parameter count.
+// ("3,7") gives the K-1 inner cut points; empty: balance by `weights` (one
+// per top-level layer), or by parameter count when weights is null.
 // InputError for more stages than layers or a split that leaves a stage empty.
-std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& split);
+std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& split,
+                               const std::vector<double>* weights = nullptr);
+
+// Measured seconds of forward + backward of each top-level layer on `rows`
+// images (best of a few runs after a warm-up): weights that balance stages
+// by time, where parameter count misleads (convolutions are few parameters
+// and most of the work).
+std::vector<double> time_layers(nn::Model& model, int64_t rows);
 
 // Makes every rank's copy of the whole model current: stage s (rank s of
 // `comm`) broadcasts its parameters and buffers.

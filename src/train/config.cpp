@@ -16,7 +16,7 @@ std::string TrainConfig::describe() const {
      << "\n--lr-schedule " << schedule << "\n--warmup " << warmup_steps << "\n--clip " << clip_norm
      << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval " << eval
      << "\n--parallel " << parallel << "\n--replicas " << replicas
-     << "\n--stages " << stages << "\n--split " << split << "\n--micro-batches " << micro_batches
+     << "\n--stages " << stages << "\n--split " << split << "\n--balance " << balance << "\n--micro-batches " << micro_batches
      << "\n--schedule " << pipe_schedule << "\n--dp " << dp << "\n--servers " << servers
      << "\n--ps-mode " << ps_mode << "\n--staleness " << staleness << "\n--allreduce " << allreduce << "\n--bucket-mb "
      << bucket_mb << "\n--no-overlap " << !overlap << "\n--accumulate " << accumulate

@@ -31,7 +31,8 @@ struct TrainConfig {
   // Parallelism (src/parallel/).
   std::string parallel = "none";  // none | dp | replicas | mp | pp | hybrid | ps
   int stages = 2;                 // --parallel mp|pp|hybrid: stages, one rank each
-  std::string split;              // inner cut points ("3,7"); empty: balanced by parameters
+  std::string split;              // inner cut points ("3,7"); empty: balanced (--balance)
+  std::string balance = "params"; // params | time: what balanced stages share equally
   int micro_batches = 4;          // --parallel pp|hybrid: micro-batches per batch
   std::string pipe_schedule = "1f1b";  // gpipe | 1f1b
   int dp = 1;                     // --parallel hybrid: data-parallel replicas of the pipeline

@@ -67,6 +67,8 @@ void check_config(const TrainConfig& c, int world) {
                        (p == "pp" || p == "hybrid") ? " (use --micro-batches)" : "");
   }
   if (staged) {
+    COHORT_INPUT_CHECK(c.balance == "params" || c.balance == "time", "--balance: unknown choice '",
+                       c.balance, "' (valid: params, time)");
     COHORT_INPUT_CHECK(c.dp >= 1, "--dp must be at least 1, got ", c.dp);
     COHORT_INPUT_CHECK(p == "hybrid" || c.dp == 1, "--dp ", c.dp,
                        " is for --parallel hybrid (got --parallel ", p, ")");
@@ -154,6 +156,18 @@ static DataSplit load_data(const TrainConfig& cfg, const nn::Model& model) {
   return data;
 }
 
+// The stage cuts for mp, pp and hybrid. --balance time: rank 0 times every
+// layer on one micro-batch and all ranks cut by its figures.
+static std::vector<size_t> plan_stages(const TrainConfig& cfg, comm::Communicator& comm,
+                                       nn::Model& model) {
+  if (cfg.balance != "time" || !cfg.split.empty()) return cut_stages(model, cfg.stages, cfg.split);
+  std::vector<double> w(model.layers().size(), 0.0);
+  const bool piped = cfg.parallel == "pp" || cfg.parallel == "hybrid";
+  if (comm.rank() == 0) w = time_layers(model, piped ? cfg.batch / cfg.micro_batches : cfg.batch);
+  comm.broadcast(w.data(), w.size() * sizeof(double), 0);
+  return cut_stages(model, cfg.stages, "", &w);
+}
+
 static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Communicator* comm,
                                                nn::Model& model, Optimizer& opt) {
   if (cfg.parallel == "none") return std::make_unique<LocalStep>(model, opt, cfg.seed, cfg.clip_norm);
@@ -164,8 +178,7 @@ static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Com
   COHORT_INPUT_CHECK(comm, "--parallel ", cfg.parallel,
                      " needs ranks: start with mpirun or --workers N");
   if (cfg.parallel == "mp")
-    return std::make_unique<ModelParallel>(*comm, model, opt,
-                                           cut_stages(model, cfg.stages, cfg.split));
+    return std::make_unique<ModelParallel>(*comm, model, opt, plan_stages(cfg, *comm, model));
   if (cfg.parallel == "ps") {
     PsConfig pc;
     pc.servers = cfg.servers;
@@ -178,8 +191,8 @@ static std::unique_ptr<Strategy> make_strategy(const TrainConfig& cfg, comm::Com
     pc.micro_batches = cfg.micro_batches;
     pc.one_f_one_b = cfg.pipe_schedule == "1f1b";
     pc.dp = cfg.parallel == "hybrid" ? cfg.dp : 1;
-    return std::make_unique<Pipeline>(*comm, model, opt, cut_stages(model, cfg.stages, cfg.split),
-                                      pc, cfg.seed);
+    return std::make_unique<Pipeline>(*comm, model, opt, plan_stages(cfg, *comm, model), pc,
+                                      cfg.seed);
   }
   DataParallelConfig dp;
   dp.bucket_mb = cfg.bucket_mb;

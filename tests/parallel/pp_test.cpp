@@ -61,6 +61,8 @@ INSTANTIATE_TEST_SUITE_P(
              "small_1f1b", 32},
         Plan{"mnist-large", "--parallel pp --stages 3 --micro-batches 2 --schedule 1f1b",
              "large_1f1b", 32},
+        Plan{"mnist-small", "--parallel pp --stages 2 --micro-batches 2 --balance time",
+             "small_time_balanced", 32},
         Plan{"mnist-small", "--parallel hybrid --dp 2 --stages 2 --micro-batches 2", "hybrid",
              16}),
     [](const auto& info) { return info.param.name; });
@@ -97,6 +99,7 @@ TEST(Pipeline, BadPlansAreRefusedBeforeRanksStart) {
       {"--parallel pp --stages 2 --schedule zigzag --batch 32", "--schedule"},
       {"--parallel hybrid --dp 2 --stages 2 --micro-batches 5 --batch 16", "--micro-batches"},
       {"--parallel pp --stages 2 --workers 3 --batch 32", "--stages"},
+      {"--parallel pp --stages 2 --balance evenly --batch 32", "--balance"},
   };
   for (const Case& c : cases) {
     std::string out;
