@@ -51,6 +51,8 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--replicas", c.replicas, "replica threads for --parallel replicas");
   app.add_option("--stages", c.stages, "stages (one rank each) for --parallel mp | pp | hybrid");
   app.add_option("--split", c.split, "cut points between stages, layer indices (\"3,7\")");
+  app.add_option("--balance", c.balance,
+                 "stage cuts without --split: params (equal parameter counts) | time (measured)");
   app.add_option("--micro-batches", c.micro_batches, "micro-batches per batch (pp, hybrid)");
   app.add_option("--schedule", c.pipe_schedule, "pipeline schedule: gpipe | 1f1b");
   app.add_option("--dp", c.dp, "data-parallel replicas of the pipeline (hybrid)");
@@ -140,7 +142,8 @@ int main(int argc, char** argv) {
   grid->add_option("--batch", grid_flags.batch, "batch per rank, comma list");
   grid->add_option("--repeat", grid_flags.repeat, "training-set repeats, comma list");
   grid->add_option("--model", grid_flags.model, "models, comma list");
-  grid->add_option("--threads-per-rank", grid_flags.threads_per_rank, "threads per rank, comma list");
+  grid->add_option("--threads-per-rank", grid_flags.threads_per_rank,
+                   "threads per rank, comma list (0: cores / ranks)");
   grid->add_option("--epochs", grid_flags.epochs);
   grid->add_option("--limit", grid_flags.limit, "first N training images");
   grid->add_option("--data", grid_flags.data, "fashion-mnist | synthetic");
