@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bench/cpus.h"
 #include "bench/peer.h"
 #include "bench/progress.h"
 #include "bench/report.h"
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-std::vector<int> parse_int_list(const std::string& s, const std::string& flag) {
+std::vector<int> parse_int_list(const std::string& s, const std::string& flag, int min) {
   std::vector<int> out;
   std::stringstream ss(s);
   std::string item;
@@ -34,8 +35,8 @@ std::vector<int> parse_int_list(const std::string& s, const std::string& flag) {
     } catch (const std::exception&) {
       used = 0;
     }
-    COHORT_INPUT_CHECK(used == item.size() && v >= 1, flag, ": expected positive integers, got '",
-                       item, "'");
+    COHORT_INPUT_CHECK(used == item.size() && v >= min, flag, ": expected integers >= ", min,
+                       ", got '", item, "'");
     out.push_back(v);
   }
   COHORT_INPUT_CHECK(!out.empty(), flag, ": empty list");
@@ -118,7 +119,7 @@ GridSpec resolve_grid(const GridFlags& flags) {
   if (!f.batch.empty()) s.batch = parse_int_list(f.batch, "--batch");
   if (!f.repeat.empty()) s.repeat = parse_int_list(f.repeat, "--repeat");
   if (!f.threads_per_rank.empty())
-    s.threads_per_rank = parse_int_list(f.threads_per_rank, "--threads-per-rank");
+    s.threads_per_rank = parse_int_list(f.threads_per_rank, "--threads-per-rank", 0);
   if (!f.model.empty()) s.models = parse_str_list(f.model);
   COHORT_INPUT_CHECK(!s.models.empty(), "--model: empty list");
   if (!f.epochs.empty()) s.epochs = parse_int_list(f.epochs, "--epochs").at(0);
@@ -200,7 +201,8 @@ int run_grid(const GridSpec& spec) {
     for (int b : spec.batch)
       for (int r : spec.repeat)
         for (int t : spec.threads_per_rank)
-          for (int w : workers) points.push_back({m, b, r, t, w});
+          for (int w : workers)  // 0 threads: fill the machine, cores / ranks
+            points.push_back({m, b, r, t > 0 ? t : std::max(1, usable_cpus() / w), w});
 
   // ETA weights: images seen (repeat) x model cost, x2 with the peer.
   auto weight = [&](const Point& p) {
@@ -239,7 +241,9 @@ int run_grid(const GridSpec& spec) {
                                      "--limit",  std::to_string(spec.limit),
                                      "--data",   spec.data,
                                      "--threads", std::to_string(pt.threads),
-                                     "--log",    "jsonl"};
+                                     "--log",    "jsonl",
+                                     // One test pass, after the last epoch, as the peer does.
+                                     "--eval",   "last"};
     if (pt.workers > 1) {
       args.push_back("--workers");
       args.push_back(std::to_string(pt.workers));

@@ -31,7 +31,8 @@ struct GridSpec {
 
 // Defaults, then bench/grids/GRID.json (or a path), then the flags.
 GridSpec resolve_grid(const GridFlags& flags);
-std::vector<int> parse_int_list(const std::string& s, const std::string& flag);
+// Comma list of integers >= min; InputError naming `flag` otherwise.
+std::vector<int> parse_int_list(const std::string& s, const std::string& flag, int min = 1);
 // "a,b,,c" -> {a, b, c}.
 std::vector<std::string> parse_str_list(const std::string& s);
 // Runs the grid; returns the number of points that failed.

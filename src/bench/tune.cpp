@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench/cpus.h"
 #include "bench/grid.h"
 #include "bench/subprocess.h"
 #include "core/error.h"
@@ -46,14 +47,6 @@ struct Candidate {
   double ips = 0;                 // whole job: every rank's images per second
   std::string error;              // non-empty: the run failed
 };
-
-// CPUs this process may run on (its affinity mask, which containers narrow).
-int usable_cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? int(n) : 1;
-}
 
 // Sorted, without repeats.
 std::vector<int> int_set(const std::string& s, const std::string& flag) {
