@@ -23,6 +23,7 @@ else goes to stderr.
 import argparse
 import json
 import os
+import resource
 import socket
 import struct
 import sys
@@ -657,6 +658,7 @@ def train_worker(rank, world, port, a, result_q):
                 "epoch_seconds": epoch_seconds,
                 "epoch_images_per_second": epoch_ips,
                 "images_per_second": total_images / sum(epoch_seconds),
+                "peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                 # Per step on rank 0. DDP reduces gradients inside backward, so
                 # its communication is part of "compute" here.
                 "step_seconds": {"total": (data_s + compute_s) / steps,
