@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "bench/cpus.h"
 #include "bench/grid.h"
 #include "bench/peer.h"
 #include "bench/progress.h"
@@ -39,6 +39,7 @@ void add_strategies_options(CLI::App& cmd, StrategiesConfig& cfg) {
   cmd.add_option("--peer", cfg.peer, "pytorch | none");
   cmd.add_option("--only", cfg.only, "comma list of rows (single, dp, mp, pytorch-ddp, ...)");
   cmd.add_option("--out", cfg.out, "results folder (default results/strategies-MODEL)");
+  cmd.add_option("--balance", cfg.balance, "stage cuts of mp, pp, hybrid: params | time");
   cmd.add_option("--cores", cfg.cores, "CPUs a row's ranks share (default: this machine's)");
   cmd.add_option("--row-timeout", cfg.row_timeout, "seconds before a row is stopped as failed");
 }
@@ -104,6 +105,8 @@ int default_batch(const std::string& model) { return model.rfind("resnet", 0) ==
 
 // The flags, checked; the rows to run, in table order.
 std::vector<Row> select_rows(const StrategiesConfig& cfg) {
+  COHORT_INPUT_CHECK(cfg.balance == "params" || cfg.balance == "time",
+                     "--balance: unknown choice '", cfg.balance, "' (valid: params, time)");
   bool known = false;
   std::string names;
   for (auto& e : nn::model_names()) {
@@ -209,6 +212,10 @@ std::vector<std::string> row_command(const Row& r, const StrategiesConfig& cfg, 
     args.push_back(cfg.data_dir);
   }
   args.insert(args.end(), r.flags.begin(), r.flags.end());
+  if (std::find(r.flags.begin(), r.flags.end(), "--stages") != r.flags.end()) {
+    args.push_back("--balance");
+    args.push_back(cfg.balance);
+  }
   return args;
 }
 
@@ -318,7 +325,7 @@ int run_strategies(const StrategiesConfig& flags) {
   const std::vector<Row> rows = select_rows(cfg);
   const int limit = cfg.limit >= 0 ? cfg.limit : default_limit(cfg.model);
   const int cores =
-      cfg.cores > 0 ? cfg.cores : int(std::max(1u, std::thread::hardware_concurrency()));
+      cfg.cores > 0 ? cfg.cores : usable_cpus();
   const fs::path dir =
       cfg.out.empty() ? fs::path("results") / ("strategies-" + cfg.model) : fs::path(cfg.out);
   fs::create_directories(dir / "logs");
@@ -350,7 +357,8 @@ int run_strategies(const StrategiesConfig& flags) {
   std::string command = "cohort bench strategies --model " + cfg.model + " --data " + cfg.data +
                         " --batch " + std::to_string(cfg.batch) + " --limit " +
                         std::to_string(limit) + " --epochs " + std::to_string(cfg.epochs) +
-                        " --peer " + cfg.peer + (cfg.only.empty() ? "" : " --only " + cfg.only);
+                        " --peer " + cfg.peer + " --balance " + cfg.balance +
+                        (cfg.only.empty() ? "" : " --only " + cfg.only);
   TableInfo info{cfg.model, cfg.data, cfg.batch, limit,       cfg.epochs,
                  cores,     command,  now_utc(), load_before, load_average()};
   const std::string table = strategies_table(recs, info);

@@ -19,6 +19,7 @@ struct StrategiesConfig {
   std::string only;              // comma list of row names; empty: every row
   std::string out;               // results folder; empty: results/strategies-MODEL
   int cores = 0;                 // CPUs shared by a row's ranks; 0: this machine's
+  std::string balance = "params";  // mp, pp, hybrid: --balance params | time
   int row_timeout = 1800;        // seconds before a row is stopped and marked failed
 };
 
