@@ -23,12 +23,6 @@ ModelParallel::ModelParallel(comm::Communicator& comm, nn::Model& model, Optimiz
   layers.child(begin_).set_needs_input_grad(s > 0);
 }
 
-// The activation shape entering layer i for a batch of n.
-static Shape shape_before(nn::Sequential& layers, size_t i, Shape s) {
-  for (size_t k = 0; k < i; ++k) s = layers.child(k).output_shape(s);
-  return s;
-}
-
 StepResult ModelParallel::step(const Batch& batch, float lr, StepTimes& times) {
   Timer t;
   const int s = comm_.rank(), last = comm_.size() - 1;

@@ -58,12 +58,6 @@ Pipeline::~Pipeline() {
   for (auto& s : slots_) s->finish_sends();
 }
 
-// The activation shape entering layer i for input shape s.
-static Shape shape_before(nn::Sequential& layers, size_t i, Shape s) {
-  for (size_t k = 0; k < i; ++k) s = layers.child(k).output_shape(s);
-  return s;
-}
-
 Pipeline::Slot& Pipeline::acquire() {
   for (auto& s : slots_)
     if (!s->busy) {

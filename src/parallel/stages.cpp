@@ -92,6 +92,11 @@ std::vector<double> time_layers(nn::Model& model, int64_t rows) {
   return best;
 }
 
+Shape shape_before(nn::Sequential& layers, size_t i, Shape s) {
+  for (size_t k = 0; k < i; ++k) s = layers.child(k).output_shape(s);
+  return s;
+}
+
 void broadcast_stages(comm::Communicator& comm, nn::Model& model, const std::vector<size_t>& cuts) {
   nn::Sequential& layers = model.layers();
   for (int s = 0; s + 1 < int(cuts.size()); ++s) {

@@ -22,6 +22,10 @@ std::vector<size_t> cut_stages(nn::Model& model, int stages, const std::string& 
 // and most of the work).
 std::vector<double> time_layers(nn::Model& model, int64_t rows);
 
+// The activation shape entering top-level layer i for an input of shape s
+// ({N, H, W, C}): what a stage starting at layer i receives.
+Shape shape_before(nn::Sequential& layers, size_t i, Shape s);
+
 // Makes every rank's copy of the whole model current: stage s (rank s of
 // `comm`) broadcasts its parameters and buffers.
 void broadcast_stages(comm::Communicator& comm, nn::Model& model, const std::vector<size_t>& cuts);
