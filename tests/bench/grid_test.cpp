@@ -2,7 +2,6 @@
 // grid point is present with positive rates and a plausible efficiency, and
 // `cohort bench report` redraws them. Bad grid input is one line, exit 2.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +11,8 @@
 #include <set>
 #include <string>
 #include <tuple>
+
+#include "support/support.h"
 
 namespace {
 
@@ -23,13 +24,9 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-  std::string cmd = std::string(COHORT_BIN) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  int status = f ? pclose(f) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  Result r;
+  r.code = cohort::testing_support::run(std::string(COHORT_BIN) + " " + args, &r.out);
+  return r;
 }
 
 bool have_matplotlib() {

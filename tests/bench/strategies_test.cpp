@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "parallel/support.h"
+#include "support/support.h"
 
 namespace {
 

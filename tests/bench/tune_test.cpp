@@ -12,7 +12,7 @@
 #include <string>
 #include <tuple>
 
-#include "parallel/support.h"
+#include "support/support.h"
 
 namespace {
 

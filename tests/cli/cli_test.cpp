@@ -1,12 +1,13 @@
 // The `cohort` binary end to end: bad input gets one line naming the file or
 // flag and exit code 2; the model list and a short real training run work.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "support/support.h"
 
 namespace {
 
@@ -18,13 +19,9 @@ struct Result {
 };
 
 Result run(const std::string& args) {
-  std::string cmd = std::string(COHORT_BIN) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  int status = f ? pclose(f) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  Result r;
+  r.code = cohort::testing_support::run(std::string(COHORT_BIN) + " " + args, &r.out);
+  return r;
 }
 
 // Exit code 2, exactly one line, and the line names `culprit`.

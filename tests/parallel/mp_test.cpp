@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "parallel/support.h"
+#include "support/support.h"
 
 namespace cohort {
 namespace {

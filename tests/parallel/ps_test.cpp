@@ -7,7 +7,7 @@
 #include <string>
 
 #include "bench/grid.h"
-#include "parallel/support.h"
+#include "support/support.h"
 
 namespace cohort {
 namespace {

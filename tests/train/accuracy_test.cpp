@@ -12,23 +12,22 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench/grid.h"
+#include "support/support.h"
+
 namespace {
 
 constexpr const char* kFashion = "/usr/share/datasets/fashion-mnist";
 
 nlohmann::json train_summary(const std::string& model) {
-  std::string cmd = std::string(COHORT_BIN) + " train --model " + model +
-                    " --epochs 2 --batch 128 --lr 0.001 --optimizer adam --threads 1 --log jsonl 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string line, last;
-  char buf[8192];
-  while (f && std::fgets(buf, sizeof buf, f)) {
-    line = buf;
-    if (line.find("\"event\":\"summary\"") != std::string::npos) last = line;
-  }
-  EXPECT_EQ(f ? pclose(f) : -1, 0) << cmd;
-  EXPECT_FALSE(last.empty()) << cmd;
-  return last.empty() ? nlohmann::json::object() : nlohmann::json::parse(last);
+  const std::string cmd = std::string(COHORT_BIN) + " train --model " + model +
+                          " --epochs 2 --batch 128 --lr 0.001 --optimizer adam --threads 1"
+                          " --log jsonl";
+  std::string out;
+  EXPECT_EQ(cohort::testing_support::run(cmd, &out), 0) << cmd;
+  nlohmann::json s = cohort::last_summary(out);
+  EXPECT_FALSE(s.empty()) << cmd;
+  return s;
 }
 
 TEST(Accuracy, MnistSmallOnFashionMnist) {

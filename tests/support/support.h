@@ -1,5 +1,5 @@
-// Shared by the strategy tests: run a command (mpirun allowed as root) and
-// compare two checkpoints.
+// Shared by the tests that run the cohort binary: run a command (mpirun
+// allowed as root) and compare two checkpoints.
 #pragma once
 #include <string>
 

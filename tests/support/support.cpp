@@ -1,4 +1,4 @@
-#include "parallel/support.h"
+#include "support/support.h"
 
 #include <sys/wait.h>
 
