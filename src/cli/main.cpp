@@ -201,12 +201,10 @@ int main(int argc, char** argv) {
           comm::launched_by_mpirun()) {
         if (train_cfg.parallel == "none") train_cfg.parallel = "dp";
         auto world = comm::mpi_world(&argc, &argv);
-        check_config(train_cfg, world->size());
-        cohort::train(train_cfg, world.get());
+        cohort::train(train_cfg, world.get());  // checks the flags first
         return 0;
       }
 #endif
-      check_config(train_cfg, 1);
       cohort::train(train_cfg);
       return 0;
     }

@@ -77,7 +77,6 @@ Pipeline::Slot& Pipeline::acquire() {
 void Pipeline::release(Slot& s) { s.busy = false; }
 
 void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& times) {
-  comm::Communicator& pipe = pipe_ ? *pipe_ : world_;
   const int last = stages_ - 1, mb = int(in_flight_.size());
   const int64_t n = int64_t(batch.labels.size());
   const int64_t r0 = n * m / mb, r1 = n * (m + 1) / mb;
@@ -90,7 +89,7 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
   if (stage_ > 0) {
     nn::ensure(slot.x, shape_before(layers, begin_, rows.shape()));
     Timer w;
-    pipe.recv(slot.x.data(), slot.x.nbytes(), stage_ - 1, kActivationTag);
+    pipe().recv(slot.x.data(), slot.x.nbytes(), stage_ - 1, kActivationTag);
     wait_s_ += w.seconds();
     times.comm += w.seconds();
     x = &slot.x;
@@ -106,18 +105,17 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
     metrics[0] += loss.loss_sum;
     metrics[1] += double(loss.correct);
   } else {
-    slot.send_y = pipe.isend(y.data(), y.nbytes(), stage_ + 1, kActivationTag);
+    slot.send_y = pipe().isend(y.data(), y.nbytes(), stage_ + 1, kActivationTag);
   }
 }
 
 void Pipeline::backward(int m, StepTimes& times) {
-  comm::Communicator& pipe = pipe_ ? *pipe_ : world_;
   Slot& slot = *in_flight_[size_t(m)];
   nn::Sequential& layers = slot.model->layers();
   if (stage_ < stages_ - 1) {
     nn::ensure(slot.dy, shape_before(layers, end_, slot.rows));
     Timer w;
-    pipe.recv(slot.dy.data(), slot.dy.nbytes(), stage_ + 1, kGradientTag);
+    pipe().recv(slot.dy.data(), slot.dy.nbytes(), stage_ + 1, kGradientTag);
     wait_s_ += w.seconds();
     times.comm += w.seconds();
   }
@@ -126,7 +124,7 @@ void Pipeline::backward(int m, StepTimes& times) {
   ctx.accumulate = !first_backward_;  // every micro-batch adds into the one gradient arena
   first_backward_ = false;
   const Tensor& dx = layers.backward_range(begin_, end_, slot.dy, ctx);
-  if (stage_ > 0) slot.send_dx = pipe.isend(dx.data(), dx.nbytes(), stage_ - 1, kGradientTag);
+  if (stage_ > 0) slot.send_dx = pipe().isend(dx.data(), dx.nbytes(), stage_ - 1, kGradientTag);
   release(slot);
 }
 
@@ -153,7 +151,6 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
       for (int m = mb - warmup; m < mb; ++m) backward(m, times);
     }
   }
-  comm::Communicator& pipe = pipe_ ? *pipe_ : world_;
   const Arena& a = model_.params();
   if (dp_) {
     Timer c;
@@ -165,7 +162,7 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
   if (param_end_ > param_begin_)
     opt_.step(a.params().f32() + param_begin_, a.grads().f32() + param_begin_,
               param_end_ - param_begin_, lr);
-  pipe.broadcast(metrics, sizeof metrics, stages_ - 1);
+  pipe().broadcast(metrics, sizeof metrics, stages_ - 1);
   for (auto& s : slots_) s->finish_sends();
   step_s_ += t.seconds();
   times.compute += t.seconds() - (times.comm - comm_before);
@@ -174,7 +171,7 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
 
 void Pipeline::sum(double* v, int n) { comm::sum_metrics(world_, v, n); }
 
-void Pipeline::sync_model() { broadcast_stages(pipe_ ? *pipe_ : world_, model_, cuts_); }
+void Pipeline::sync_model() { broadcast_stages(pipe(), model_, cuts_); }
 
 nlohmann::ordered_json Pipeline::summary() {
   // Per stage, averaged over the replicas: [bubble..., peak MB...].

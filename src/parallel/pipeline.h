@@ -52,6 +52,8 @@ class Pipeline final : public Strategy {
 
  private:
   struct Slot;
+  // This replica's pipeline: the world itself unless hybrid split it.
+  comm::Communicator& pipe() { return pipe_ ? *pipe_ : world_; }
   Slot& acquire();
   void release(Slot& s);
   void forward(int m, const Batch& batch, double* metrics, StepTimes& times);
