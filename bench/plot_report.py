@@ -48,19 +48,23 @@ def has(points, peer):
     return any(val(p, peer + "_images_per_second") is not None for p in points)
 
 
+def plot_over_workers(ax, points, m, field):
+    """One line per batch, repeat, threads and peer: `field` against workers."""
+    for b in uniq(points, "batch"):
+        for r in uniq(points, "repeat"):
+            for t in uniq(points, "threads_per_rank"):
+                for peer, ls, mk in PEERS:
+                    x, y = series(points, "workers", peer + field, model=m, batch=b,
+                                  repeat=r, threads_per_rank=t)
+                    if x:
+                        ax.plot(x, y, ls, marker=mk, label="%s b%d r%d t%d" % (peer, b, r, t))
+
+
 def plot_ips_vs_workers(points, d):
     models = uniq(points, "model")
     fig, axes = subplots(len(models))
     for ax, m in zip(axes, models):
-        for b in uniq(points, "batch"):
-            for r in uniq(points, "repeat"):
-                for t in uniq(points, "threads_per_rank"):
-                    for peer, ls, mk in PEERS:
-                        x, y = series(points, "workers", peer + "_images_per_second",
-                                      model=m, batch=b, repeat=r, threads_per_rank=t)
-                        if x:
-                            ax.plot(x, y, ls, marker=mk,
-                                    label="%s b%d r%d t%d" % (peer, b, r, t))
+        plot_over_workers(ax, points, m, "_images_per_second")
         ax.set_title("%s: images/s vs workers" % m)
         ax.set_xlabel("workers (ranks)")
         ax.set_ylabel("images/s (mean over epochs)")
@@ -78,15 +82,7 @@ def plot_scaling(points, d):
     fig, axes = subplots(len(models))
     for ax, m in zip(axes, models):
         ax.plot(workers, workers, "k:", label="ideal")
-        for b in uniq(points, "batch"):
-            for r in uniq(points, "repeat"):
-                for t in uniq(points, "threads_per_rank"):
-                    for peer, ls, mk in PEERS:
-                        x, y = series(points, "workers", peer + "_speedup", model=m,
-                                      batch=b, repeat=r, threads_per_rank=t)
-                        if x:
-                            ax.plot(x, y, ls, marker=mk,
-                                    label="%s b%d r%d t%d" % (peer, b, r, t))
+        plot_over_workers(ax, points, m, "_speedup")
         ax.set_title("%s: real vs ideal speed-up" % m)
         ax.set_xlabel("workers (ranks)")
         ax.set_ylabel("speed-up vs 1 worker")
