@@ -249,7 +249,10 @@ int run_grid(const GridSpec& spec) {
       args.push_back(std::to_string(pt.workers));
     }
     int rc = 0;
+    double started = elapsed();
     std::string out = run_capture(args, log, &rc);
+    // Whole subprocess: start-up, data loading, training and the test pass.
+    p["cohort_wall_seconds"] = elapsed() - started;
     json s = last_summary(out);
     if (rc != 0 || s.empty()) {
       p["cohort_error"] = "exit " + std::to_string(rc) + " (see logs/" + logname + ")";
@@ -267,7 +270,9 @@ int run_grid(const GridSpec& spec) {
                                         std::to_string(spec.limit),   "--data",
                                         spec.data,     "--threads",   std::to_string(pt.threads),
                                         "--world",     std::to_string(pt.workers)};
+      started = elapsed();
       std::string pout = run_capture(pargs, log, &rc);
+      p["pytorch_wall_seconds"] = elapsed() - started;
       json ps = last_summary(pout);
       if (rc != 0 || ps.empty()) {
         p["pytorch_error"] = "exit " + std::to_string(rc) + " (see logs/" + logname + ")";

@@ -152,6 +152,24 @@ void write_report_md(const std::string& dir, const std::vector<ordered_json>& po
         "over all epochs; speed-up and efficiency are against the 1-worker point with the same "
         "model, batch, repeat and threads per rank (efficiency = ips_N / (N x ips_1)).\n\n";
 
+  // Wall time of the points' subprocesses (start-up, data, training, test pass), per engine.
+  double wall_cohort = 0, wall_peer = 0;
+  for (auto& p : points) {
+    wall_cohort += p.value("cohort_wall_seconds", 0.0);
+    wall_peer += p.value("pytorch_wall_seconds", 0.0);
+  }
+  if (wall_cohort > 0) {
+    char line[200];
+    std::snprintf(line, sizeof line, "Wall time of the points: cohort %.1f min", wall_cohort / 60);
+    md << line;
+    if (wall_peer > 0) {
+      std::snprintf(line, sizeof line, ", PyTorch %.1f min, together %.1f min",
+                    wall_peer / 60, (wall_cohort + wall_peer) / 60);
+      md << line;
+    }
+    md << " (each point's processes from start to exit).\n\n";
+  }
+
   md << "## Throughput and scaling\n\n";
   md << "| model | batch | repeat | workers x threads | cohort img/s | "
      << (peer ? "PyTorch img/s | cohort/PyTorch | " : "") << "cohort speed-up | cohort eff. | "
