@@ -33,8 +33,18 @@ def val(p, k):
     return v if isinstance(v, (int, float)) else None
 
 
+def threads(p):
+    """The grid's threads setting (0 = cores / ranks), else the resolved count."""
+    return p.get("threads_setting", p.get("threads_per_rank", 1))
+
+
+def tlabel(t):
+    return "t%d" % t if t > 0 else "t=cores/ranks"
+
+
 def series(points, x_key, y_key, **match):
-    pts = [p for p in points if all(p.get(k) == v for k, v in match.items())]
+    pts = [p for p in points if all((threads(p) if k == "threads" else p.get(k)) == v
+                                    for k, v in match.items())]
     xy = sorted((p[x_key], val(p, y_key)) for p in pts if val(p, y_key) is not None)
     return [x for x, _ in xy], [y for _, y in xy]
 
@@ -52,12 +62,12 @@ def plot_over_workers(ax, points, m, field):
     """One line per batch, repeat, threads and peer: `field` against workers."""
     for b in uniq(points, "batch"):
         for r in uniq(points, "repeat"):
-            for t in uniq(points, "threads_per_rank"):
+            for t in sorted({threads(p) for p in points}):
                 for peer, ls, mk in PEERS:
                     x, y = series(points, "workers", peer + field, model=m, batch=b,
-                                  repeat=r, threads_per_rank=t)
+                                  repeat=r, threads=t)
                     if x:
-                        ax.plot(x, y, ls, marker=mk, label="%s b%d r%d t%d" % (peer, b, r, t))
+                        ax.plot(x, y, ls, marker=mk, label="%s b%d r%d %s" % (peer, b, r, tlabel(t)))
 
 
 def plot_ips_vs_workers(points, d):
@@ -100,17 +110,17 @@ def plot_epoch_time_vs_size(points, d):
     for ax, m in zip(axes, models):
         for w in uniq(points, "workers"):
             for b in uniq(points, "batch"):
-                for t in uniq(points, "threads_per_rank"):
+                for t in sorted({threads(p) for p in points}):
                     for peer, ls, mk in PEERS:
                         # The last epoch: warm caches, no first-touch costs.
                         pts = [p for p in points if p["model"] == m and p["workers"] == w
-                               and p["batch"] == b and p.get("threads_per_rank", 1) == t
+                               and p["batch"] == b and threads(p) == t
                                and p.get(peer + "_epoch_seconds")]
                         xy = sorted((p["train_images"], p[peer + "_epoch_seconds"][-1])
                                     for p in pts)
                         if xy:
                             ax.plot([a for a, _ in xy], [c for _, c in xy], ls, marker=mk,
-                                    label="%s %dw b%d t%d" % (peer, w, b, t))
+                                    label="%s %dw b%d %s" % (peer, w, b, tlabel(t)))
         ax.set_title("%s: epoch time vs dataset size" % m)
         ax.set_xlabel("training images per epoch (limit x repeat)")
         ax.set_ylabel("last epoch seconds")

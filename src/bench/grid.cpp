@@ -192,6 +192,7 @@ int run_grid(const GridSpec& spec) {
   struct Point {
     std::string model;
     int batch, repeat, threads, workers;
+    int threads_setting;  // as the grid gave it: 0 = cores / ranks
   };
   std::vector<Point> points;
   // Workers innermost (ascending) so each 1-worker baseline runs right before its scaling points.
@@ -202,7 +203,7 @@ int run_grid(const GridSpec& spec) {
       for (int r : spec.repeat)
         for (int t : spec.threads_per_rank)
           for (int w : workers)  // 0 threads: fill the machine, cores / ranks
-            points.push_back({m, b, r, t > 0 ? t : std::max(1, usable_cpus() / w), w});
+            points.push_back({m, b, r, t > 0 ? t : std::max(1, usable_cpus() / w), w, t});
 
   // ETA weights: images seen (repeat) x model cost, x2 with the peer.
   auto weight = [&](const Point& p) {
@@ -231,6 +232,7 @@ int run_grid(const GridSpec& spec) {
 
     ordered_json p = {{"point", i},          {"model", pt.model},     {"workers", pt.workers},
                       {"batch", pt.batch},   {"repeat", pt.repeat},   {"threads_per_rank", pt.threads},
+                      {"threads_setting", pt.threads_setting},
                       {"epochs", spec.epochs}, {"limit", spec.limit}, {"data", spec.data},
                       {"global_batch", pt.batch * pt.workers},
                       {"train_images", (long long)spec.limit * pt.repeat}};

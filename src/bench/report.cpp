@@ -23,11 +23,13 @@ using nlohmann::ordered_json;
 
 namespace {
 
-using Key = std::tuple<std::string, int, int, int>;  // model, batch, repeat, threads
+using Key = std::tuple<std::string, int, int, int>;  // model, batch, repeat, threads setting
 
+// The grid's threads setting, not the resolved count: with 0 (cores / ranks)
+// the 1-worker point runs 2 threads and the 2-worker points 1, one series.
 Key key_of(const ordered_json& p) {
   return {p.value("model", std::string()), p.value("batch", 0), p.value("repeat", 0),
-          p.value("threads_per_rank", 1)};
+          p.value("threads_setting", p.value("threads_per_rank", 1))};
 }
 
 bool has_num(const ordered_json& p, const std::string& k) {
@@ -150,7 +152,13 @@ void write_report_md(const std::string& dir, const std::vector<ordered_json>& po
      << f.value("limit", 0) << " images, " << f.value("epochs", 0)
      << " epoch(s). `--batch` is per rank (global batch = batch x workers); images/s is the mean "
         "over all epochs; speed-up and efficiency are against the 1-worker point with the same "
-        "model, batch, repeat and threads per rank (efficiency = ips_N / (N x ips_1)).\n\n";
+        "model, batch, repeat and threads setting (efficiency = ips_N / (N x ips_1)).";
+  if (f.value("threads_setting", -1) == 0)
+    md << " Threads setting 0: every point fills the same machine (threads per rank = cores / "
+          "ranks), so N workers share the cores the 1-worker point had alone, and N x ips_1 is an "
+          "ideal this machine cannot reach: efficiency here shows what splitting one machine's "
+          "work over N ranks keeps.";
+  md << "\n\n";
 
   // Wall time of the points' subprocesses (start-up, data, training, test pass), per engine.
   double wall_cohort = 0, wall_peer = 0;

@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <tuple>
 
+#include "bench/report.h"
 #include "support/support.h"
 
 namespace {
@@ -69,6 +71,11 @@ TEST(BenchGrid, SmokeGridWritesEveryPoint) {
     EXPECT_LE(eff, 1.5) << p.dump();
     EXPECT_GE(p.at("cohort_test_accuracy").get<double>(), 0);
     EXPECT_EQ(p.at("cohort_world_size").get<int>(), p.at("workers").get<int>());
+    // The point's wall time holds its two epochs (and start-up and the test pass).
+    EXPECT_GT(p.at("cohort_wall_seconds").get<double>(),
+              p.at("cohort_epoch1_seconds").get<double>() +
+                  p.at("cohort_epoch2_seconds").get<double>())
+        << p.dump();
   }
   EXPECT_EQ(workers, (std::set<int>{1, 2}));
   EXPECT_DOUBLE_EQ(points[0].at("cohort_efficiency").get<double>(), 1.0);
@@ -89,6 +96,9 @@ TEST(BenchGrid, SmokeGridWritesEveryPoint) {
   ASSERT_EQ(rr.code, 0) << rr.out;
   EXPECT_TRUE(fs::exists(dir / "report.md"));
   EXPECT_TRUE(fs::exists(dir / "results.csv"));
+  std::ifstream md(dir / "report.md");
+  std::string report((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(report.find("Wall time of the points: cohort"), std::string::npos) << report;
   fs::remove_all(out);
 }
 
@@ -105,3 +115,23 @@ TEST(BenchGrid, BadInputIsOneLine) {
 }
 
 }  // namespace
+
+// Speed-up and efficiency against the 1-worker point of the same threads
+// *setting*: with 0 (cores / ranks) the 1-worker point runs 2 threads and the
+// 2-worker point 1 thread each, and they still form one series.
+TEST(BenchGrid, EfficiencyFollowsTheThreadsSetting) {
+  using nlohmann::ordered_json;
+  auto point = [](int workers, int threads, int setting, double ips) {
+    return ordered_json{{"model", "mnist-small"}, {"batch", 128},           {"repeat", 1},
+                        {"workers", workers},     {"threads_per_rank", threads},
+                        {"threads_setting", setting}, {"cohort_images_per_second", ips}};
+  };
+  std::vector<ordered_json> pts = {point(1, 2, 0, 1000), point(2, 1, 0, 1500),
+                                   point(1, 1, 1, 600),  point(2, 1, 1, 1100)};
+  cohort::derive_metrics(pts);
+  EXPECT_DOUBLE_EQ(pts[1].at("cohort_speedup").get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(pts[1].at("cohort_efficiency").get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(pts[3].at("cohort_speedup").get<double>(), 1100.0 / 600);
+  EXPECT_DOUBLE_EQ(pts[3].at("cohort_efficiency").get<double>(), 1100.0 / 1200);
+  EXPECT_FALSE(pts[1].contains("ratio"));  // no peer measured
+}
