@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench/cpus.h"
+#include "core/cpus.h"
 #include "bench/peer.h"
 #include "bench/progress.h"
 #include "bench/report.h"

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "bench/cpus.h"
+#include "core/cpus.h"
 #include "bench/grid.h"
 #include "bench/peer.h"
 #include "bench/progress.h"

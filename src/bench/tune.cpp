@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "bench/cpus.h"
+#include "core/cpus.h"
 #include "bench/grid.h"
 #include "bench/subprocess.h"
 #include "core/error.h"

@@ -20,7 +20,7 @@ struct TrainConfig {
   std::string schedule = "constant";
   int64_t warmup_steps = 0;
   float clip_norm = 0.0f;
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: the machine's CPUs / the job's ranks on it
   uint64_t seed = 0;
   int repeat = 1;
   int64_t limit = 0;  // keep the first N training images (0: all)

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 
+#include "core/cpus.h"
 #include "support/support.h"
 
 namespace cohort {
@@ -111,6 +113,25 @@ TEST(DataParallel, RanksWithOtherModelsNameTheFirstParameter) {
                 " --model lenet");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("--model"), std::string::npos) << r.out;
+}
+
+// Without --threads, the ranks on one machine share its CPUs (at least one
+// thread each) instead of each taking all of them; with more threads than
+// CPUs asked for, the launcher switches OpenMP to passive waiting.
+TEST(DataParallel, RanksShareTheMachinesCpusByDefault) {
+  const std::string base = std::string(COHORT_BIN) +
+                           " train --model mnist-small --data synthetic --limit 64 --epochs 1"
+                           " --batch 16 --log jsonl --workers 2";
+  Result r = sh(base);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const int expected = std::max(1, usable_cpus() / 2);
+  EXPECT_NE(r.out.find("\"threads\":" + std::to_string(expected) + ","), std::string::npos)
+      << r.out;
+  const int many = usable_cpus();  // 2 ranks x all CPUs each
+  Result o = sh(base + " --threads " + std::to_string(many));
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("OMP_WAIT_POLICY=PASSIVE"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\"threads\":" + std::to_string(many) + ","), std::string::npos) << o.out;
 }
 
 }  // namespace

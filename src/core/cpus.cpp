@@ -1,0 +1,28 @@
+#include "core/cpus.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace cohort {
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? int(n) : 1;
+}
+
+int ranks_on_this_node() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* v = std::getenv(var);
+    if (v && std::atoi(v) > 0) return std::atoi(v);
+  }
+  return 1;
+}
+
+int default_threads_per_rank() { return std::max(1, usable_cpus() / ranks_on_this_node()); }
+
+}  // namespace cohort
