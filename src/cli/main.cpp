@@ -92,11 +92,11 @@ int launch_workers(int argc, char** argv, int workers, int threads, bool add_par
     args.push_back("--parallel");
     args.push_back("dp");
   }
-  // More OpenMP threads than CPUs: a thread spinning at a barrier (libgomp's
+  // More OpenMP threads than CPUs (teams of 2 or more): a thread spinning at a barrier (libgomp's
   // default) holds the CPU its descheduled partner needs. Passive waiting
   // measured 785 -> 3,605 images/s for mnist-small at 2 ranks x 2 threads on
   // 2 vCPUs (and costs a third at 1 x 2, so only when oversubscribed).
-  if (threads > 0 && workers * threads > usable_cpus() && !std::getenv("OMP_WAIT_POLICY") &&
+  if (threads > 1 && workers * threads > usable_cpus() && !std::getenv("OMP_WAIT_POLICY") &&
       !std::getenv("GOMP_SPINCOUNT")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     std::fprintf(stderr, "cohort: %d ranks x %d threads on %d CPUs: OMP_WAIT_POLICY=PASSIVE\n",
