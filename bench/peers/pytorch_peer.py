@@ -644,6 +644,9 @@ def train_worker(rank, world, port, a, result_q):
             epoch_ips.append(idx.shape[0] * world / secs)
             log("rank %d epoch %d: %.2fs, loss %.4f" % (rank, epoch + 1, secs, float(loss)))
         if rank == 0:
+            # The test pass is not timed, and the other ranks are done: use
+            # every CPU, as cohort's ranks share the pass between them.
+            torch.set_num_threads(len(os.sched_getaffinity(0)))
             net.eval()
             correct = 0
             with torch.no_grad():
