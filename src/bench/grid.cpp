@@ -203,7 +203,7 @@ int run_grid(const GridSpec& spec) {
       for (int r : spec.repeat)
         for (int t : spec.threads_per_rank)
           for (int w : workers)  // 0 threads: fill the machine, cores / ranks
-            points.push_back({m, b, r, t > 0 ? t : std::max(1, usable_cpus() / w), w, t});
+            points.push_back({m, b, r, t > 0 ? t : threads_per_rank(w), w, t});
 
   // ETA weights: images seen (repeat) x model cost, x2 with the peer.
   auto weight = [&](const Point& p) {

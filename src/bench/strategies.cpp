@@ -222,7 +222,7 @@ std::vector<std::string> row_command(const Row& r, const StrategiesConfig& cfg, 
 // Runs one row; its record for results.jsonl.
 ordered_json run_row(const Row& r, const StrategiesConfig& cfg, int limit, int cores,
                      const fs::path& dir) {
-  const int threads = r.own_threads ? cores : std::max(1, cores / r.ranks);
+  const int threads = r.own_threads ? cores : threads_per_rank(r.ranks, cores);
   ordered_json rec = {{"name", r.name},
                       {"label", r.label},
                       {"engine", r.engine},

@@ -96,11 +96,12 @@ int launch_workers(int argc, char** argv, int workers, int threads, bool add_par
   // default) holds the CPU its descheduled partner needs. Passive waiting
   // measured 785 -> 3,605 images/s for mnist-small at 2 ranks x 2 threads on
   // 2 vCPUs (and costs a third at 1 x 2, so only when oversubscribed).
-  if (threads > 1 && workers * threads > usable_cpus() && !std::getenv("OMP_WAIT_POLICY") &&
+  const int cpus = usable_cpus();
+  if (threads > 1 && workers * threads > cpus && !std::getenv("OMP_WAIT_POLICY") &&
       !std::getenv("GOMP_SPINCOUNT")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     std::fprintf(stderr, "cohort: %d ranks x %d threads on %d CPUs: OMP_WAIT_POLICY=PASSIVE\n",
-                 workers, threads, usable_cpus());
+                 workers, threads, cpus);
   }
   // mpirun refuses root without these; the user asked for ranks by --workers.
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);

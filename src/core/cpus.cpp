@@ -23,6 +23,8 @@ int ranks_on_this_node() {
   return 1;
 }
 
-int default_threads_per_rank() { return std::max(1, usable_cpus() / ranks_on_this_node()); }
+int threads_per_rank(int ranks, int cpus) { return std::max(1, cpus / std::max(1, ranks)); }
+
+int default_threads_per_rank() { return threads_per_rank(ranks_on_this_node()); }
 
 }  // namespace cohort

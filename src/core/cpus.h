@@ -12,7 +12,11 @@ int usable_cpus();
 // (OpenMPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS); 1 outside one.
 int ranks_on_this_node();
 
-// usable_cpus() / ranks_on_this_node(), at least 1: what `--threads 0` means.
+// cpus / ranks, at least 1: the threads each of `ranks` processes runs so
+// that together they fill `cpus` without oversubscribing them.
+int threads_per_rank(int ranks, int cpus = usable_cpus());
+
+// threads_per_rank(ranks_on_this_node()): what `--threads 0` means.
 int default_threads_per_rank();
 
 }  // namespace cohort
