@@ -4,12 +4,16 @@
 # Fashion-MNIST, PyTorch (the peer in benchmarks and numerics tests), gnuplot
 # and matplotlib (plots). OpenBLAS backs PyTorch's matrix products: without it
 # Debian's torch falls back to the reference BLAS and would be an unfairly slow
-# peer (589 instead of 1,822 images/s for mnist-small on 1 thread). Safe to run again.
+# peer (589 instead of 1,822 images/s for mnist-small on 1 thread).
+# ocl-icd-opencl-dev: Debian's libdnnl-dev was built with the OpenCL GPU runtime,
+# so its CMake config (dnnl-config.cmake) calls find_package(OpenCL) and fails
+# without OpenCL's headers and libOpenCL.so; the package only *recommends* them,
+# and --no-install-recommends skips recommendations (issue 12). Safe to run again.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 packages=(
   build-essential cmake git pkg-config
-  libdnnl-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
+  libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev
   dataset-fashion-mnist

@@ -87,7 +87,8 @@ TEST(BenchGrid, SmokeGridWritesEveryPoint) {
 
   bool png = false;
   for (auto& e : fs::directory_iterator(dir)) png |= e.path().extension() == ".png";
-  if (have_matplotlib()) EXPECT_TRUE(png) << r.out;
+  EXPECT_TRUE(have_matplotlib()) << "python3-matplotlib missing (scripts/setup.sh installs it)";
+  EXPECT_TRUE(png) << r.out;
 
   // Redraw from results.jsonl alone.
   fs::remove(dir / "report.md");

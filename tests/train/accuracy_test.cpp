@@ -31,14 +31,14 @@ nlohmann::json train_summary(const std::string& model) {
 }
 
 TEST(Accuracy, MnistSmallOnFashionMnist) {
-  if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << kFashion << " missing";
+  ASSERT_TRUE(std::filesystem::exists(kFashion)) << kFashion << " missing (scripts/setup.sh installs dataset-fashion-mnist)";
   auto s = train_summary("mnist-small");
   EXPECT_GE(s.value("test_accuracy", 0.0), 0.88) << s.dump();
   EXPECT_EQ(s["per_class_accuracy"].size(), 10u);
 }
 
 TEST(Accuracy, LenetOnFashionMnist) {
-  if (!std::filesystem::exists(kFashion)) GTEST_SKIP() << kFashion << " missing";
+  ASSERT_TRUE(std::filesystem::exists(kFashion)) << kFashion << " missing (scripts/setup.sh installs dataset-fashion-mnist)";
   auto s = train_summary("lenet");
   EXPECT_GE(s.value("test_accuracy", 0.0), 0.80) << s.dump();
 }

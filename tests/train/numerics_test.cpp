@@ -18,7 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 
 void compare_with_pytorch(const std::string& name) {
-  if (!peer_available()) GTEST_SKIP() << "python3-torch not importable by " << peer_python();
+  ASSERT_TRUE(peer_available()) << "python3-torch not importable by " << peer_python()
+                                << " (scripts/setup.sh installs it)";
   const fs::path dir = fs::temp_directory_path() / ("cohort_numerics_" + name);
   fs::create_directories(dir);
   auto model = nn::make_model(name, 3);
