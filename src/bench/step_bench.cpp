@@ -13,6 +13,7 @@
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
+#include "parallel/start.h"
 #include "parallel/local.h"
 
 namespace cohort {

@@ -107,13 +107,7 @@ int default_batch(const std::string& model) { return model.rfind("resnet", 0) ==
 std::vector<Row> select_rows(const StrategiesConfig& cfg) {
   COHORT_INPUT_CHECK(cfg.balance == "params" || cfg.balance == "time",
                      "--balance: unknown choice '", cfg.balance, "' (valid: params, time)");
-  bool known = false;
-  std::string names;
-  for (auto& e : nn::model_names()) {
-    known |= e.name == cfg.model;
-    names += (names.empty() ? "" : ", ") + e.name;
-  }
-  COHORT_INPUT_CHECK(known, "--model: unknown model '", cfg.model, "' (known: ", names, ")");
+  nn::find_model(cfg.model);  // throws the zoo's one-line error naming --model
   COHORT_INPUT_CHECK(cfg.data == "synthetic" || cfg.data == "fashion-mnist" ||
                          cfg.data == "mnist" || cfg.data == "cifar10",
                      "--data: unknown dataset '", cfg.data,

@@ -158,9 +158,7 @@ ordered_json to_json(const Candidate& c, double best) {
 }  // namespace
 
 int run_tune(const TuneConfig& cfg) {
-  const auto& zoo = nn::model_names();
-  if (std::none_of(zoo.begin(), zoo.end(), [&](const auto& e) { return e.name == cfg.model; }))
-    nn::make_model(cfg.model);  // throws the zoo's one-line error naming --model
+  nn::find_model(cfg.model);  // throws the zoo's one-line error naming --model
   const std::vector<int> processes = int_set(cfg.processes, "--processes");
   const std::vector<int> threads = int_set(cfg.threads, "--threads");
   const std::vector<int> batch = int_set(cfg.batch, "--batch");

@@ -1,4 +1,5 @@
-// cohort: one binary with subcommands (models, train, bench step). Library
+// cohort: one binary with subcommands (models, train, bench step | grid |
+// report | tune | strategies | comm). Library
 // code throws typed errors; only here do they become one line and an exit
 // code: 2 for bad input (file, flag, data, checkpoint), 1 for anything else.
 #include <CLI/CLI.hpp>
@@ -48,32 +49,16 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, or only the last");
   app.add_option("--save", c.save, "write a safetensors checkpoint after each epoch");
   app.add_option("--load", c.load, "start from a safetensors checkpoint");
-  app.add_option("--parallel", c.parallel,
-                 "none | dp (data-parallel over all-reduce) | replicas (one process, threads)");
-  app.add_option("--replicas", c.replicas, "replica threads for --parallel replicas");
-  app.add_option("--stages", c.stages, "stages (one rank each) for --parallel mp | pp | hybrid");
-  app.add_option("--split", c.split, "cut points between stages, layer indices (\"3,7\")");
-  app.add_option("--balance", c.balance,
-                 "stage cuts without --split: params (equal parameter counts) | time (measured)");
-  app.add_option("--micro-batches", c.micro_batches, "micro-batches per batch (pp, hybrid)");
-  app.add_option("--schedule", c.pipe_schedule, "pipeline schedule: gpipe | 1f1b");
-  app.add_option("--dp", c.dp, "data-parallel replicas of the pipeline (hybrid)");
-  app.add_option("--servers", c.servers, "parameter-server ranks, the last S (ps)");
-  app.add_option("--ps-mode", c.ps_mode, "sync | async (ps)");
-  app.add_option("--staleness", c.staleness,
-                 "async ps: steps a worker may run ahead of the slowest (-1: no bound)");
+  app.add_option("--parallel", c.parallel, "strategy: " + c.strategies->names() + c.strategies->help());
+  c.strategies->add_flags(app);
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");
-  app.add_option("--allreduce", c.allreduce, "ring | tree | mpi | auto");
-  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size in MiB");
-  app.add_flag("--no-overlap{false}", c.overlap, "reduce after backward, not during it");
   app.add_option("--accumulate", c.accumulate, "micro-batches per optimizer step");
   app.add_option("--timeout", c.timeout, "seconds before a stalled collective is reported");
-  app.add_flag("--deterministic", c.deterministic, "fixed reduction order: bit-for-bit runs");
 }
 
 // `--workers N` outside mpirun: run this same command under mpirun with N
 // ranks on this machine (replaces the process). Returns only on failure.
-int launch_workers(int argc, char** argv, int workers, int threads, bool add_parallel = true) {
+int launch_workers(int argc, char** argv, int workers, int threads) {
   std::vector<std::string> args = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np",
                                    std::to_string(workers), "/proc/self/exe"};
   args[6] = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -85,12 +70,6 @@ int launch_workers(int argc, char** argv, int workers, int threads, bool add_par
     }
     if (a.rfind("--workers=", 0) == 0) continue;
     args.push_back(a);
-  }
-  bool has_parallel = false;
-  for (auto& a : args) has_parallel |= (a == "--parallel" || a.rfind("--parallel=", 0) == 0);
-  if (add_parallel && !has_parallel) {
-    args.push_back("--parallel");
-    args.push_back("dp");
   }
   // More OpenMP threads than CPUs (teams of 2 or more): a thread spinning at a barrier (libgomp's
   // default) holds the CPU its descheduled partner needs. Passive waiting
@@ -117,11 +96,158 @@ int launch_workers(int argc, char** argv, int workers, int threads, bool add_par
 
 int list_models() {
   std::printf("%-12s %12s  %s\n", "model", "parameters", "description");
-  for (auto& e : nn::model_names()) {
-    auto m = nn::make_model(e.name);
-    std::printf("%-12s %12lld  %s\n", e.name.c_str(), (long long)m->num_params(),
-                e.description.c_str());
+  for (auto& spec : nn::model_zoo()) {
+    auto m = nn::build_model(spec, 0);
+    std::printf("%-12s %12lld  %s\n", spec->name.c_str(), (long long)m->num_params(),
+                spec->description.c_str());
   }
+  return 0;
+}
+
+// Every subcommand and its flags.
+struct Commands {
+  CLI::App* models;
+  CLI::App* train;
+  CLI::App* step;
+  CLI::App* grid;
+  CLI::App* report;
+  CLI::App* tune;
+  CLI::App* strategies;
+  CLI::App* comm = nullptr;
+  TrainConfig train_cfg;
+  StepBenchConfig step_cfg;
+  GridFlags grid_flags;
+  std::string report_dir;
+  TuneConfig tune_cfg;
+  StrategiesConfig strategies_cfg;
+  CommBenchConfig comm_cfg;
+  int comm_workers = 2;
+};
+
+void add_step(CLI::App& step, StepBenchConfig& c) {
+  step.add_option("--model", c.model);
+  step.add_option("--batch", c.batch);
+  step.add_option("--threads", c.threads);
+  step.add_option("--steps", c.steps);
+  step.add_option("--warmup", c.warmup);
+  step.add_option("--peer", c.peer, "pytorch: run the PyTorch peer in the same run");
+  step.add_flag("--peak", c.peak, "also measure the fp32 matmul peak and the share of it");
+  step.add_option("--workers", c.workers, "data-parallel ranks (mpirun on this machine)");
+  step.add_flag("--no-overlap{false}", c.overlap, "reduce after backward");
+}
+
+void add_grid(CLI::App& grid, GridFlags& g) {
+  grid.add_option("--grid", g.grid, "named grid (bench/grids/NAME.json) or a JSON file");
+  grid.add_option("--workers", g.workers, "ranks per point, comma list (1,2,4)");
+  grid.add_option("--batch", g.batch, "batch per rank, comma list");
+  grid.add_option("--repeat", g.repeat, "training-set repeats, comma list");
+  grid.add_option("--model", g.model, "models, comma list");
+  grid.add_option("--threads-per-rank", g.threads_per_rank,
+                  "threads per rank, comma list (0: cores / ranks)");
+  grid.add_option("--epochs", g.epochs);
+  grid.add_option("--limit", g.limit, "first N training images");
+  grid.add_option("--data", g.data, "fashion-mnist | synthetic");
+  grid.add_option("--peer", g.peer, "pytorch | none");
+  grid.add_option("--name", g.name, "results folder name");
+  grid.add_option("--out", g.out, "parent folder of results (default results)");
+}
+
+void add_comm(CLI::App& comm, Commands& c) {
+  comm.add_option("--workers", c.comm_workers, "ranks (mpirun on this machine)");
+  comm.add_option("--min-bytes", c.comm_cfg.min_bytes);
+  comm.add_option("--max-bytes", c.comm_cfg.max_bytes);
+  comm.add_option("--seconds", c.comm_cfg.seconds, "timing budget per size and algorithm");
+  comm.add_option("--peer", c.comm_cfg.peer, "pytorch (gloo) or none");
+}
+
+void declare(CLI::App& app, Commands& c) {
+  app.require_subcommand(1);
+  c.models = app.add_subcommand("models", "list the model zoo with parameter counts");
+  c.train = app.add_subcommand("train", "train a model");
+  add_train(*c.train, c.train_cfg);
+  auto* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  c.step = bench->add_subcommand("step", "time training steps on synthetic input");
+  add_step(*c.step, c.step_cfg);
+  c.grid = bench->add_subcommand("grid", "run an experiment grid: cohort (and PyTorch) per point");
+  add_grid(*c.grid, c.grid_flags);
+  c.report = bench->add_subcommand("report", "redraw report.md and plots from DIR/results.jsonl");
+  c.report->add_option("dir", c.report_dir, "a grid's results folder")->required();
+  c.tune = bench->add_subcommand("tune", "find the fastest processes x threads x batch for a model");
+  add_tune_options(*c.tune, c.tune_cfg);
+  c.strategies =
+      bench->add_subcommand("strategies", "every --parallel strategy at one global batch, one table");
+  add_strategies_options(*c.strategies, c.strategies_cfg);
+#if COHORT_WITH_MPI
+  c.comm = bench->add_subcommand("comm", "all-reduce bus bandwidth: ring, tree, MPI, gloo");
+  add_comm(*c.comm, c);
+#endif
+}
+
+// cohort train: in this process, or as N ranks under mpirun (started here
+// when the strategy needs ranks and this is not already an mpirun rank).
+int run_train(TrainConfig& cfg, int argc, char** argv) {
+  COHORT_INPUT_CHECK(cfg.workers >= 1, "--workers must be at least 1, got ", cfg.workers);
+  // Strategies with a fixed shape (stages, dp x stages) start their own
+  // ranks when --workers is not given; the rest need --workers N.
+  const int ranks = cfg.workers > 1 ? cfg.workers : cfg.ranks_needed();
+#if COHORT_WITH_MPI
+  const bool rank_of_job = comm::launched_by_mpirun();
+  if (ranks > 1 || rank_of_job) cfg.parallel = cfg.strategy().under_ranks(cfg.parallel);
+  if (!rank_of_job && ranks > 1) {
+    check_config(cfg, ranks);  // refuse bad flags once, here, before any rank starts
+    return launch_workers(argc, argv, ranks, cfg.threads);
+  }
+  if (rank_of_job || cfg.strategy().distributed(cfg.parallel)) {
+    auto world = comm::mpi_world(&argc, &argv);
+    cohort::train(cfg, world.get());  // checks the flags first
+    return 0;
+  }
+#endif
+  cohort::train(cfg);
+  return 0;
+}
+
+int run_step(StepBenchConfig& cfg, int argc, char** argv) {
+  COHORT_INPUT_CHECK(cfg.workers >= 1, "--workers must be at least 1, got ", cfg.workers);
+#if COHORT_WITH_MPI
+  if (cfg.workers > 1 && !comm::launched_by_mpirun())
+    return launch_workers(argc, argv, cfg.workers, cfg.threads);
+  if (comm::launched_by_mpirun()) {
+    auto world = comm::mpi_world(&argc, &argv);
+    run_step_bench(cfg, world.get());
+    return 0;
+  }
+#endif
+  run_step_bench(cfg);
+  return 0;
+}
+
+#if COHORT_WITH_MPI
+int run_comm(Commands& c, int argc, char** argv) {
+  if (c.comm_cfg.peer == "none") c.comm_cfg.peer.clear();
+  COHORT_INPUT_CHECK(c.comm_workers >= 2, "--workers must be at least 2, got ", c.comm_workers);
+  if (!comm::launched_by_mpirun()) return launch_workers(argc, argv, c.comm_workers, 0);
+  auto world = comm::mpi_world(&argc, &argv);
+  run_comm_bench(*world, c.comm_cfg);
+  return 0;
+}
+#endif
+
+int dispatch(Commands& c, int argc, char** argv) {
+  if (*c.models) return list_models();
+  if (*c.train) return run_train(c.train_cfg, argc, argv);
+  if (*c.tune) return run_tune(c.tune_cfg);
+  if (*c.strategies) return run_strategies(c.strategies_cfg);
+  if (*c.grid) return run_grid(resolve_grid(c.grid_flags)) == 0 ? 0 : 1;
+  if (*c.report) {
+    rebuild_report(c.report_dir);
+    return 0;
+  }
+  if (*c.step) return run_step(c.step_cfg, argc, argv);
+#if COHORT_WITH_MPI
+  if (*c.comm) return run_comm(c, argc, argv);
+#endif
   return 0;
 }
 
@@ -129,63 +255,8 @@ int list_models() {
 
 int main(int argc, char** argv) {
   CLI::App app{"cohort: distributed deep-learning training, measured"};
-  app.require_subcommand(1);
-  auto* models = app.add_subcommand("models", "list the model zoo with parameter counts");
-  TrainConfig train_cfg;
-  auto* train = app.add_subcommand("train", "train a model");
-  add_train(*train, train_cfg);
-  auto* bench = app.add_subcommand("bench", "benchmarks");
-  bench->require_subcommand(1);
-  StepBenchConfig step_cfg;
-  auto* step = bench->add_subcommand("step", "time training steps on synthetic input");
-  step->add_option("--model", step_cfg.model);
-  step->add_option("--batch", step_cfg.batch);
-  step->add_option("--threads", step_cfg.threads);
-  step->add_option("--steps", step_cfg.steps);
-  step->add_option("--warmup", step_cfg.warmup);
-  step->add_option("--peer", step_cfg.peer, "pytorch: run the PyTorch peer in the same run");
-  step->add_flag("--peak", step_cfg.peak, "also measure the fp32 matmul peak and the share of it");
-  step->add_option("--workers", step_cfg.workers, "data-parallel ranks (mpirun on this machine)");
-  step->add_flag("--no-overlap{false}", step_cfg.overlap, "reduce after backward");
-
-  GridFlags grid_flags;
-  auto* grid = bench->add_subcommand("grid", "run an experiment grid: cohort (and PyTorch) per point");
-  grid->add_option("--grid", grid_flags.grid, "named grid (bench/grids/NAME.json) or a JSON file");
-  grid->add_option("--workers", grid_flags.workers, "ranks per point, comma list (1,2,4)");
-  grid->add_option("--batch", grid_flags.batch, "batch per rank, comma list");
-  grid->add_option("--repeat", grid_flags.repeat, "training-set repeats, comma list");
-  grid->add_option("--model", grid_flags.model, "models, comma list");
-  grid->add_option("--threads-per-rank", grid_flags.threads_per_rank,
-                   "threads per rank, comma list (0: cores / ranks)");
-  grid->add_option("--epochs", grid_flags.epochs);
-  grid->add_option("--limit", grid_flags.limit, "first N training images");
-  grid->add_option("--data", grid_flags.data, "fashion-mnist | synthetic");
-  grid->add_option("--peer", grid_flags.peer, "pytorch | none");
-  grid->add_option("--name", grid_flags.name, "results folder name");
-  grid->add_option("--out", grid_flags.out, "parent folder of results (default results)");
-  std::string report_dir;
-  auto* grid_report = bench->add_subcommand("report", "redraw report.md and plots from DIR/results.jsonl");
-  grid_report->add_option("dir", report_dir, "a grid's results folder")->required();
-
-  TuneConfig tune_cfg;
-  auto* tune = bench->add_subcommand("tune", "find the fastest processes x threads x batch for a model");
-  add_tune_options(*tune, tune_cfg);
-  StrategiesConfig strategies_cfg;
-  auto* strategies =
-      bench->add_subcommand("strategies", "every --parallel strategy at one global batch, one table");
-  add_strategies_options(*strategies, strategies_cfg);
-
-#if COHORT_WITH_MPI
-  CommBenchConfig comm_cfg;
-  int comm_workers = 2;
-  auto* comm_bench = bench->add_subcommand("comm", "all-reduce bus bandwidth: ring, tree, MPI, gloo");
-  comm_bench->add_option("--workers", comm_workers, "ranks (mpirun on this machine)");
-  comm_bench->add_option("--min-bytes", comm_cfg.min_bytes);
-  comm_bench->add_option("--max-bytes", comm_cfg.max_bytes);
-  comm_bench->add_option("--seconds", comm_cfg.seconds, "timing budget per size and algorithm");
-  comm_bench->add_option("--peer", comm_cfg.peer, "pytorch (gloo) or none");
-#endif
-
+  Commands commands;
+  declare(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -197,62 +268,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (*models) return list_models();
-    if (*train) {
-      COHORT_INPUT_CHECK(train_cfg.workers >= 1, "--workers must be at least 1, got ",
-                         train_cfg.workers);
-      // Strategies with a fixed shape (stages, dp x stages) start their own
-      // ranks when --workers is not given; the rest need --workers N.
-      const int ranks = train_cfg.workers > 1 ? train_cfg.workers : train_cfg.ranks_needed();
-#if COHORT_WITH_MPI
-      if (!comm::launched_by_mpirun() && ranks > 1) {
-        // Refuse bad flags once, here, before any rank starts.
-        check_config(train_cfg, ranks);
-        return launch_workers(argc, argv, ranks, train_cfg.threads, true);
-      }
-      if (train_cfg.parallel != "none" && train_cfg.parallel != "replicas" ||
-          comm::launched_by_mpirun()) {
-        if (train_cfg.parallel == "none") train_cfg.parallel = "dp";
-        auto world = comm::mpi_world(&argc, &argv);
-        cohort::train(train_cfg, world.get());  // checks the flags first
-        return 0;
-      }
-#endif
-      cohort::train(train_cfg);
-      return 0;
-    }
-    if (*tune) return run_tune(tune_cfg);
-    if (*strategies) return run_strategies(strategies_cfg);
-    if (*grid) return run_grid(resolve_grid(grid_flags)) == 0 ? 0 : 1;
-    if (*grid_report) {
-      rebuild_report(report_dir);
-      return 0;
-    }
-    if (*step) {
-      COHORT_INPUT_CHECK(step_cfg.workers >= 1, "--workers must be at least 1, got ",
-                         step_cfg.workers);
-#if COHORT_WITH_MPI
-      if (step_cfg.workers > 1 && !comm::launched_by_mpirun())
-        return launch_workers(argc, argv, step_cfg.workers, step_cfg.threads, false);
-      if (comm::launched_by_mpirun()) {
-        auto world = comm::mpi_world(&argc, &argv);
-        run_step_bench(step_cfg, world.get());
-        return 0;
-      }
-#endif
-      run_step_bench(step_cfg);
-      return 0;
-    }
-#if COHORT_WITH_MPI
-    if (*comm_bench) {
-      if (comm_cfg.peer == "none") comm_cfg.peer.clear();
-      COHORT_INPUT_CHECK(comm_workers >= 2, "--workers must be at least 2, got ", comm_workers);
-      if (!comm::launched_by_mpirun()) return launch_workers(argc, argv, comm_workers, 0, false);
-      auto world = comm::mpi_world(&argc, &argv);
-      run_comm_bench(*world, comm_cfg);
-      return 0;
-    }
-#endif
+    return dispatch(commands, argc, argv);
   } catch (const InputError& e) {
     std::fprintf(stderr, "cohort: %s\n", e.what());
     return 2;
@@ -260,5 +276,4 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cohort: error: %s\n", e.what());
     return 1;
   }
-  return 0;
 }

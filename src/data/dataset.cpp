@@ -47,14 +47,17 @@ Dataset take_first(const Dataset& d, int64_t n) {
   return out;
 }
 
-DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t limit) {
+DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t limit,
+                       const Shape& image) {
   COHORT_INPUT_CHECK(limit >= 0, "dataset limit must be >= 0, got ", limit);
   DataSplit s;
   if (name == "synthetic") {
     // Only generate what is kept: synthetic is used for quick throughput runs.
-    int64_t n = limit > 0 ? std::min<int64_t>(limit, 60000) : 60000;
-    s.train = make_synthetic(n, 28, 28, 1, 10, kSyntheticTrainSeed);
-    s.test = make_synthetic(10000, 28, 28, 1, 10, kSyntheticTestSeed);
+    COHORT_INPUT_CHECK(image.size() == 3, "synthetic data: an image shape {H, W, C} expected, got ",
+                       shape_str(image));
+    const int h = int(image[0]), w = int(image[1]), c = int(image[2]);
+    s.train = make_synthetic(limit > 0 ? limit : 60000, h, w, c, 10, kSyntheticTrainSeed);
+    s.test = make_synthetic(2000, h, w, c, 10, kSyntheticTestSeed);
     return s;
   }
   if (name == "fashion-mnist" || name == "mnist") {

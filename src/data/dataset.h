@@ -5,16 +5,22 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "data/batch.h"
 
 namespace cohort {
 
-struct Dataset {
-  Tensor images;  // f32, shape {N, H, W, C} (NHWC)
-  std::vector<int32_t> labels;  // N entries, each in [0, num_classes)
+// images: f32 {N, H, W, C} (NHWC); labels: N entries, each in [0, num_classes).
+struct Dataset : Batch {
   int num_classes = 10;
   std::string name;
-  int64_t size() const { return int64_t(labels.size()); }
+  // Samples [begin, end), sharing the inputs' memory.
+  Dataset slice(int64_t begin, int64_t end) const {
+    Dataset s;
+    static_cast<Batch&>(s) = Batch::slice(begin, end);
+    s.num_classes = num_classes;
+    s.name = name;
+    return s;
+  }
 };
 
 struct DataSplit {
@@ -22,9 +28,12 @@ struct DataSplit {
 };
 
 // name: "fashion-mnist" | "mnist" | "cifar10" | "synthetic" (dir ignored for
-// synthetic). limit > 0 keeps only the first `limit` training images; the test
-// set is always complete. Any problem with the name or files -> InputError.
-DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t limit = 0);
+// synthetic, whose images take the shape `image`, {H, W, C}: 60,000 training
+// and 2,000 test images). limit > 0 keeps only the first `limit` training
+// images; the test set is always complete. Any problem with the name or
+// files -> InputError.
+DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t limit = 0,
+                       const Shape& image = {28, 28, 1});
 
 // n random-normal images of h x w x c with uniform labels in [0, num_classes).
 // Deterministic in `seed`. Unlearnable by design: for throughput runs and tests.

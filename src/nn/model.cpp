@@ -2,10 +2,9 @@
 
 namespace cohort::nn {
 
-Model::Model(std::string name, Shape input, int num_classes, std::unique_ptr<Sequential> layers,
-             InitStyle init)
-    : name_(std::move(name)), input_(std::move(input)), num_classes_(num_classes), init_(init),
-      layers_(std::move(layers)) {
+Model::Model(std::shared_ptr<const ModelSpec> spec)
+    : spec_(std::move(spec)), layers_(spec_->layers()),
+      loss_(spec_->loss ? spec_->loss() : std::make_unique<SoftmaxCrossEntropy>()) {
   // The first layer's input is data: nobody needs its gradient.
   if (layers_->size()) layers_->child(0).set_needs_input_grad(false);
 }
@@ -16,7 +15,7 @@ void Model::build(uint64_t seed) {
   params_.allocate();
   buffers_.allocate();
   Rng rng(seed);
-  layers_->init_params(rng, init_);
+  layers_->init_params(rng, spec_->init);
 }
 
 void Model::build_shared(Model& owner) {
@@ -24,6 +23,20 @@ void Model::build_shared(Model& owner) {
   layers_->register_params(reg, "");
   params_.share(owner.params_);
   buffers_.share(owner.buffers_);
+}
+
+std::unique_ptr<Model> Model::clone(uint64_t seed) const { return build_model(spec_, seed); }
+
+std::unique_ptr<Model> Model::view() {
+  auto m = std::make_unique<Model>(spec_);
+  m->build_shared(*this);
+  return m;
+}
+
+std::unique_ptr<Model> build_model(std::shared_ptr<const ModelSpec> spec, uint64_t seed) {
+  auto m = std::make_unique<Model>(std::move(spec));
+  m->build(seed);
+  return m;
 }
 
 }  // namespace cohort::nn

@@ -1,15 +1,43 @@
 // Model: a named Sequential of top-level layers (the units a pipeline cuts
 // into stages, DESIGN principle 3) with its parameter and buffer arenas.
+// What a model is — its input, output, loss, initialization and layers — is
+// its ModelSpec (registered in nn/models/zoo.cpp, or made by a caller), so
+// strategies can build more models of the same kind without knowing its name.
 #pragma once
+#include <functional>
+#include <memory>
+
+#include "nn/loss.h"
 #include "nn/sequential.h"
 
 namespace cohort::nn {
 
+// What one sample fed to the model is.
+enum class InputKind { kImage, kTokens };
+struct InputSpec {
+  InputKind kind = InputKind::kImage;
+  Shape shape;  // image: {H, W, C} (f32); tokens: {T} (i32 token ids)
+  static InputSpec image(int64_t h, int64_t w, int64_t c) { return {InputKind::kImage, {h, w, c}}; }
+  static InputSpec tokens(int64_t t) { return {InputKind::kTokens, {t}}; }
+};
+
+// What the model predicts: one class per sample, or one token per position.
+enum class OutputKind { kClasses, kTokens };
+
+struct ModelSpec {
+  std::string name, description;
+  InputSpec input;
+  OutputKind output = OutputKind::kClasses;
+  int classes = 10;  // classes, or the vocabulary for tokens
+  InitStyle init = InitStyle::kTorch;
+  std::function<std::unique_ptr<Sequential>()> layers;  // unbuilt
+  // The loss the model trains with; softmax cross-entropy when empty.
+  std::function<std::unique_ptr<Loss>()> loss;
+};
+
 class Model {
  public:
-  // input: per-image shape {H, W, C}.
-  Model(std::string name, Shape input, int num_classes, std::unique_ptr<Sequential> layers,
-        InitStyle init = InitStyle::kTorch);
+  explicit Model(std::shared_ptr<const ModelSpec> spec);
 
   // Registers, allocates and initializes every parameter from `seed`.
   void build(uint64_t seed);
@@ -19,27 +47,35 @@ class Model {
   // run on one.
   void build_shared(Model& owner);
 
-  const std::string& name() const { return name_; }
-  const Shape& input_shape() const { return input_; }
-  int num_classes() const { return num_classes_; }
+  const ModelSpec& spec() const { return *spec_; }
+  const std::string& name() const { return spec_->name; }
+  const Shape& input_shape() const { return spec_->input.shape; }
+  int num_classes() const { return spec_->classes; }
+  const Loss& loss() const { return *loss_; }
   Sequential& layers() { return *layers_; }
   Arena& params() { return params_; }
   Arena& buffers() { return buffers_; }
   int64_t num_params() const { return params_.size(); }
-  // Forward multiply-adds x2 per image; a training step costs about 3x this.
-  double forward_flops_per_image() const { return layers_->flops(input_); }
+  // Forward multiply-adds x2 per sample; a training step costs about 3x this.
+  double forward_flops_per_image() const { return layers_->flops(spec_->input.shape); }
 
-  // x: {N, H, W, C} -> logits {N, classes}
+  // Another model of this spec: its own arenas, built from `seed`.
+  std::unique_ptr<Model> clone(uint64_t seed) const;
+  // Another model of this spec over this model's arenas (build_shared).
+  std::unique_ptr<Model> view();
+
+  // x: {N, H, W, C} (or {N, T} tokens) -> outputs {N, classes} (or {N, T, vocab})
   const Tensor& forward(const Tensor& x, Context& ctx) { return layers_->forward(x, ctx); }
-  void backward(const Tensor& dlogits, Context& ctx) { layers_->backward(dlogits, ctx); }
+  void backward(const Tensor& dout, Context& ctx) { layers_->backward(dout, ctx); }
 
  private:
-  std::string name_;
-  Shape input_;
-  int num_classes_;
-  InitStyle init_;
+  std::shared_ptr<const ModelSpec> spec_;
   std::unique_ptr<Sequential> layers_;
+  std::unique_ptr<Loss> loss_;
   Arena params_, buffers_;
 };
+
+// A built model of `spec`, initialized from `seed`.
+std::unique_ptr<Model> build_model(std::shared_ptr<const ModelSpec> spec, uint64_t seed);
 
 }  // namespace cohort::nn

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/clock.h"
+#include "parallel/registry.h"
 
 namespace cohort {
 
@@ -96,7 +97,7 @@ StepResult DataParallel::step(const Batch& batch, float lr, StepTimes& times) {
   ctx.accumulate = micro_ > 0;
   // Mean over the global batch: every rank scales by 1/(world * batch * accumulate)
   // and the all-reduce sums, so N ranks at batch b follow one rank at batch N*b.
-  const float scale = 1.0f / float(int64_t(batch.labels.size()) * comm_.size() * cfg_.accumulate);
+  const float scale = 1.0f / float(batch.size() * comm_.size() * cfg_.accumulate);
   if (last && cfg_.overlap) {
     for (size_t i = 0; i < buckets_.size(); ++i)
       pending_[i] = buckets_[i].second - buckets_[i].first;
@@ -128,45 +129,56 @@ StepResult DataParallel::step(const Batch& batch, float lr, StepTimes& times) {
 
 void DataParallel::sum(double* v, int n) { comm::sum_metrics(comm_, v, n); }
 
-// Rank 0's text is broadcast and compared line by line on every rank.
-static std::string broadcast_text(comm::Communicator& comm, const std::string& text) {
-  uint64_t len = text.size();
-  comm.broadcast(&len, sizeof len, 0);
-  std::string out = text;
-  out.resize(len);
-  comm.broadcast(out.data(), len, 0);
-  return out;
-}
+namespace {
 
-static std::string first_difference(const std::string& mine, const std::string& theirs) {
-  std::istringstream a(mine), b(theirs);
-  std::string la, lb;
-  while (true) {
-    const bool ga = bool(std::getline(a, la)), gb = bool(std::getline(b, lb));
-    if (!ga && !gb) return "";
-    if (!ga || !gb || la != lb) return (ga ? la : "(nothing)") + " here, " + (gb ? lb : "(nothing)");
+// --parallel dp: synchronous data parallelism over all-reduce.
+class DataParallelFamily final : public StrategyFamily {
+ public:
+  std::vector<std::string> names() const override { return {"dp"}; }
+  std::string help() const override {
+    return "dp: data-parallel ranks, gradients all-reduced in buckets (DDP, Horovod)";
   }
-}
+  void add_flags(CLI::App& app) override {
+    app.add_option("--allreduce", allreduce_, "ring | tree | mpi | auto (dp)");
+    app.add_option("--bucket-mb", bucket_mb_, "gradient bucket size in MiB (dp)");
+    app.add_flag("--no-overlap{false}", overlap_, "reduce after backward, not during it (dp)");
+    app.add_flag("--deterministic", deterministic_, "fixed reduction order: bit-for-bit runs (dp)");
+  }
+  void validate() const override {
+    comm::parse_algorithm(allreduce_);  // InputError naming --allreduce
+    COHORT_INPUT_CHECK(bucket_mb_ > 0, "--bucket-mb must be positive, got ", bucket_mb_);
+  }
+  void describe(std::ostream& os) const override {
+    os << "--allreduce " << allreduce_ << "\n--bucket-mb " << bucket_mb_ << "\n--no-overlap "
+       << !overlap_ << "\n--deterministic " << deterministic_ << "\n";
+  }
+  std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
+    COHORT_INPUT_CHECK(a.comm, "--parallel dp needs ranks: start with mpirun or --workers N");
+    DataParallelConfig dp;
+    dp.bucket_mb = bucket_mb_;
+    dp.overlap = overlap_;
+    dp.accumulate = a.run.accumulate;
+    dp.algorithm = deterministic_ ? comm::Algorithm::kRing : comm::parse_algorithm(allreduce_);
+    return std::make_unique<DataParallel>(*a.comm, a.model, a.opt, dp, a.run.seed,
+                                          a.run.clip_norm);
+  }
+  std::vector<BenchRow> bench_rows() const override {
+    return {{"dp", "cohort dp (all-reduce)", "cohort", 2, 2, 1, false,
+             {"--workers", "2", "--parallel", "dp"}, ""},
+            {"pytorch-ddp", "PyTorch DDP (gloo)", "pytorch", 2, 2, 1, false, {"--world", "2"}, "dp"}};
+  }
 
-void check_and_broadcast(comm::Communicator& comm, nn::Model& model, const std::string& flags) {
-  std::ostringstream desc;
-  for (auto& p : model.params().infos()) desc << "parameter " << p.name << " " << shape_str(p.shape) << "\n";
-  for (auto& p : model.buffers().infos()) desc << "buffer " << p.name << " " << shape_str(p.shape) << "\n";
-  const std::string flag_diff = first_difference(flags, broadcast_text(comm, flags));
-  const std::string model_diff = first_difference(desc.str(), broadcast_text(comm, desc.str()));
-  // Every rank learns whether any rank differs, so all stop together.
-  float bad = (flag_diff.empty() && model_diff.empty()) ? 0.0f : 1.0f;
-  comm.allreduce(&bad, 1, comm::ReduceOp::kSum, comm::Algorithm::kMpi);
-  if (!flag_diff.empty())
-    throw InputError(detail::concat("rank ", comm.rank(), " was started with other flags than rank 0: ",
-                                    flag_diff, " on rank 0"));
-  if (!model_diff.empty())
-    throw InputError(detail::concat("rank ", comm.rank(), " built another model than rank 0: ",
-                                    model_diff, " on rank 0"));
-  if (bad > 0) throw InputError(detail::concat("rank ", comm.rank(), ": another rank's model or flags differ from rank 0's"));
-  comm.broadcast(model.params().params().data(), model.params().params().nbytes(), 0);
-  if (model.buffers().size())
-    comm.broadcast(model.buffers().params().data(), model.buffers().params().nbytes(), 0);
+ private:
+  std::string allreduce_ = "auto";
+  double bucket_mb_ = 25;
+  bool overlap_ = true;
+  bool deterministic_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<StrategyFamily> data_parallel_family() {
+  return std::make_unique<DataParallelFamily>();
 }
 
 }  // namespace cohort

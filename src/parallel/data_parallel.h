@@ -63,9 +63,4 @@ class DataParallel final : public Strategy {
   std::thread thread_;
 };
 
-// Checks that every rank built the same model and was given the same flags;
-// throws InputError naming the first parameter (or flag) that differs and the
-// rank. Then broadcasts rank 0's parameters and buffers.
-void check_and_broadcast(comm::Communicator& comm, nn::Model& model, const std::string& flags);
-
 }  // namespace cohort

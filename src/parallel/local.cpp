@@ -1,8 +1,8 @@
 #include "parallel/local.h"
 
 #include "core/clock.h"
-#include "ops/loss.h"
 #include "optim/clip.h"
+#include "parallel/registry.h"
 
 namespace cohort {
 
@@ -12,13 +12,11 @@ LocalStep::LocalStep(nn::Model& model, Optimizer& opt, uint64_t seed, float clip
 StepResult LocalStep::forward_backward(const Batch& batch, float grad_scale, nn::Context& ctx) {
   ctx.training = true;
   ctx.rng = &rng_;
-  const Tensor& logits = model_.forward(batch.images, ctx);
-  const int64_t n = logits.dim(0), k = logits.dim(1);
-  nn::ensure(dlogits_, logits.shape());
-  auto loss = ops::softmax_cross_entropy(logits.f32(), batch.labels.data(), n, k, dlogits_.f32(),
-                                         grad_scale);
-  model_.backward(dlogits_, ctx);
-  return {loss.loss_sum, loss.correct, n};
+  const Tensor& out = model_.forward(batch.images, ctx);
+  nn::ensure(dout_, out.shape());
+  auto loss = model_.loss().compute(out, batch.labels.data(), &dout_, grad_scale);
+  model_.backward(dout_, ctx);
+  return {loss.loss_sum, loss.correct, out.dim(0)};
 }
 
 void LocalStep::apply(float lr) {
@@ -29,7 +27,7 @@ void LocalStep::apply(float lr) {
 
 StepResult LocalStep::run(const Batch& batch, float lr) {
   nn::Context ctx;
-  StepResult r = forward_backward(batch, 1.0f / float(batch.labels.size()), ctx);
+  StepResult r = forward_backward(batch, 1.0f / float(batch.size()), ctx);
   apply(lr);
   return r;
 }
@@ -44,5 +42,31 @@ StepResult LocalStep::step(const Batch& batch, float lr, StepTimes& times) {
   times.compute += t.seconds();
   return r;
 }
+
+}  // namespace cohort
+
+namespace cohort {
+namespace {
+
+// --parallel none: one process; under several ranks, data parallelism.
+class LocalFamily final : public StrategyFamily {
+ public:
+  std::vector<std::string> names() const override { return {"none"}; }
+  std::string help() const override { return "none: one process (dp when started with ranks)"; }
+  void add_flags(CLI::App&) override {}
+  bool distributed(const std::string&) const override { return false; }
+  std::string under_ranks(const std::string&) const override { return "dp"; }
+  std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
+    return std::make_unique<LocalStep>(a.model, a.opt, a.run.seed, a.run.clip_norm);
+  }
+  std::vector<BenchRow> bench_rows() const override {
+    return {{"single", "cohort single process", "cohort", 1, 1, 1, true, {"--parallel", "none"}, ""},
+            {"pytorch-single", "PyTorch single process", "pytorch", 1, 1, 1, true, {}, "single"}};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<StrategyFamily> local_family() { return std::make_unique<LocalFamily>(); }
 
 }  // namespace cohort

@@ -32,7 +32,7 @@ class LocalStep final : public Strategy {
   Optimizer& opt_;
   Rng rng_;
   float clip_norm_;
-  Tensor dlogits_;
+  Tensor dout_;  // the loss's gradient w.r.t. the model's output
 };
 
 }  // namespace cohort

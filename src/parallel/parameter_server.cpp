@@ -1,9 +1,11 @@
 #include "parallel/parameter_server.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "parallel/registry.h"
 
 namespace cohort {
 
@@ -54,7 +56,7 @@ StepResult ParameterServer::step(const Batch& batch, float lr, StepTimes& times)
 
 StepResult ParameterServer::work(const Batch& batch, float lr, StepTimes& times) {
   Timer t;
-  const int64_t n = int64_t(batch.labels.size());
+  const int64_t n = batch.size();
   // sync: the servers sum the workers' gradients into the global-batch mean;
   // async: each gradient is applied alone, as the mean over its own batch.
   const float scale = cfg_.async ? 1.0f / float(n) : 1.0f / float(n * workers_);
@@ -198,6 +200,79 @@ nlohmann::ordered_json ParameterServer::summary() {
             {"staleness_mean", updates > 0 ? total / updates : 0.0},
             {"staleness_max", int64_t(worst)},
             {"updates_per_server", int64_t(updates / s)}}}};
+}
+
+namespace {
+
+// --parallel ps: TensorFlow's ParameterServerStrategy, sync or async.
+class ParameterServerFamily final : public StrategyFamily {
+ public:
+  std::vector<std::string> names() const override { return {"ps"}; }
+  std::string help() const override {
+    return "ps: workers push gradients to --servers server ranks (sync, or async with --staleness)";
+  }
+  void add_flags(CLI::App& app) override {
+    app.add_option("--servers", cfg_.servers, "parameter-server ranks, the last S (ps)");
+    app.add_option("--ps-mode", mode_, "sync | async (ps)");
+    app.add_option("--staleness", cfg_.staleness,
+                   "async ps: steps a worker may run ahead of the slowest (-1: no bound)");
+  }
+  void validate() const override {
+    COHORT_INPUT_CHECK(cfg_.servers >= 1, "--servers must be at least 1, got ", cfg_.servers);
+    COHORT_INPUT_CHECK(mode_ == "sync" || mode_ == "async", "--ps-mode: unknown mode '", mode_,
+                       "' (valid: sync, async)");
+    COHORT_INPUT_CHECK(cfg_.staleness >= -1, "--staleness must be -1 (no bound) or more, got ",
+                       cfg_.staleness);
+  }
+  void check(const std::string&, const RunSettings& run, int world) const override {
+    COHORT_INPUT_CHECK(run.clip_norm <= 0,
+                       "--clip is not supported with --parallel ps (the gradient norm spans ranks)");
+    COHORT_INPUT_CHECK(run.accumulate == 1, "--accumulate is not supported with --parallel ps");
+    COHORT_INPUT_CHECK(cfg_.servers < world, "--servers ", cfg_.servers, " leaves no worker: ",
+                       world, " ranks in all (workers are the ranks that are not servers)");
+  }
+  void describe(std::ostream& os) const override {
+    os << "--servers " << cfg_.servers << "\n--ps-mode " << mode_ << "\n--staleness "
+       << cfg_.staleness << "\n";
+  }
+  std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
+    COHORT_INPUT_CHECK(a.comm, "--parallel ps needs ranks: start with mpirun or --workers N");
+    PsConfig pc = cfg_;
+    pc.async = mode_ == "async";
+    return std::make_unique<ParameterServer>(*a.comm, a.model, a.opt, pc, a.run.seed);
+  }
+  std::string summary_text(const nlohmann::ordered_json& s) const override;
+  std::vector<BenchRow> bench_rows() const override;
+
+ private:
+  PsConfig cfg_;
+  std::string mode_ = "sync";
+};
+
+std::string ParameterServerFamily::summary_text(const nlohmann::ordered_json& s) const {
+  if (!s.contains("ps")) return "";
+  const auto& p = s["ps"];
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "parameter server %s, %d server(s), %d worker(s): staleness mean %.2f, max %d "
+                "updates\n",
+                p["mode"].get<std::string>().c_str(), p["servers"].get<int>(),
+                p["workers"].get<int>(), p["staleness_mean"].get<double>(),
+                p["staleness_max"].get<int>());
+  return line;
+}
+
+std::vector<BenchRow> ParameterServerFamily::bench_rows() const {
+  return {{"ps-sync", "cohort ps sync (2 workers + 1 server)", "cohort", 3, 2, 1, false,
+           {"--workers", "3", "--parallel", "ps", "--servers", "1", "--ps-mode", "sync"}, ""},
+          {"ps-async", "cohort ps async (2 workers + 1 server)", "cohort", 3, 2, 1, false,
+           {"--workers", "3", "--parallel", "ps", "--servers", "1", "--ps-mode", "async"}, ""}};
+}
+
+}  // namespace
+
+std::unique_ptr<StrategyFamily> parameter_server_family() {
+  return std::make_unique<ParameterServerFamily>();
 }
 
 }  // namespace cohort

@@ -1,11 +1,11 @@
 #include "parallel/pipeline.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "nn/models/zoo.h"
-#include "ops/loss.h"
+#include "parallel/registry.h"
 #include "parallel/stages.h"
 
 namespace cohort {
@@ -66,7 +66,7 @@ Pipeline::Slot& Pipeline::acquire() {
       return *s;
     }
   auto s = std::make_unique<Slot>();
-  s->model = nn::make_model_view(model_);
+  s->model = model_.view();
   // A stage's first layer hands its input gradient back, except stage 0's.
   s->model->layers().child(begin_).set_needs_input_grad(stage_ > 0);
   s->busy = true;
@@ -78,7 +78,7 @@ void Pipeline::release(Slot& s) { s.busy = false; }
 
 void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& times) {
   const int last = stages_ - 1, mb = int(in_flight_.size());
-  const int64_t n = int64_t(batch.labels.size());
+  const int64_t n = batch.size();
   const int64_t r0 = n * m / mb, r1 = n * (m + 1) / mb;
   Slot& slot = acquire();
   in_flight_[size_t(m)] = &slot;
@@ -100,10 +100,11 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
   if (stage_ == last) {
     nn::ensure(slot.dy, y.shape());
     // Mean over the whole batch: each micro-batch's share of it.
-    auto loss = ops::softmax_cross_entropy(y.f32(), batch.labels.data() + r0, r1 - r0, y.dim(1),
-                                           slot.dy.f32(), 1.0f / float(n));
+    const int64_t positions = batch.positions();
+    auto loss = model_.loss().compute(y, batch.labels.data() + r0 * positions, &slot.dy,
+                                      1.0f / float(n));
     metrics[0] += loss.loss_sum;
-    metrics[1] += double(loss.correct);
+    metrics[1] += loss.correct;
   } else {
     slot.send_y = pipe().isend(y.data(), y.nbytes(), stage_ + 1, kActivationTag);
   }
@@ -131,7 +132,7 @@ void Pipeline::backward(int m, StepTimes& times) {
 StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
   Timer t;
   const double comm_before = times.comm;
-  const int64_t n = int64_t(batch.labels.size());
+  const int64_t n = batch.size();
   const int mb = int(std::min<int64_t>(cfg_.micro_batches, n));
   in_flight_.assign(size_t(mb), nullptr);
   first_backward_ = true;
@@ -166,7 +167,7 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
   for (auto& s : slots_) s->finish_sends();
   step_s_ += t.seconds();
   times.compute += t.seconds() - (times.comm - comm_before);
-  return {metrics[0], int64_t(metrics[1]), n};
+  return {metrics[0], metrics[1], n};
 }
 
 void Pipeline::sum(double* v, int n) { comm::sum_metrics(world_, v, n); }
@@ -198,5 +199,141 @@ nlohmann::ordered_json Pipeline::summary() {
             {"bubble_fraction_per_stage", bubble},
             {"peak_activation_mb", peak}}}};
 }
+
+namespace {
+
+// --parallel mp | pp | hybrid: the model cut into stages, one rank each.
+class PipelineFamily final : public StrategyFamily {
+ public:
+  std::vector<std::string> names() const override { return {"mp", "pp", "hybrid"}; }
+  std::string help() const override {
+    return "mp | pp | hybrid: --stages ranks each run a stage (pp: --micro-batches in flight, "
+           "hybrid: --dp replicas of the pipeline)";
+  }
+  void add_flags(CLI::App& app) override;
+  void validate() const override;
+  void check(const std::string& name, const RunSettings& run, int world) const override;
+  int ranks_needed(const std::string& name) const override {
+    return name == "hybrid" ? dp_ * stages_ : stages_;
+  }
+  void describe(std::ostream& os) const override {
+    os << "--stages " << stages_ << "\n--split " << split_ << "\n--balance " << balance_
+       << "\n--micro-batches " << micro_batches_ << "\n--schedule " << schedule_ << "\n--dp "
+       << dp_ << "\n";
+  }
+  std::unique_ptr<Strategy> make(const std::string& name, StrategyArgs& a) const override;
+  std::string summary_text(const nlohmann::ordered_json& s) const override;
+  std::vector<BenchRow> bench_rows() const override;
+
+ private:
+  std::vector<size_t> plan(const std::string& name, StrategyArgs& a) const;
+
+  int stages_ = 2;
+  std::string split_;              // inner cut points ("3,7"); empty: balanced (--balance)
+  std::string balance_ = "params";  // params | time: what balanced stages share equally
+  int micro_batches_ = 4;
+  std::string schedule_ = "1f1b";  // gpipe | 1f1b
+  int dp_ = 1;
+};
+
+void PipelineFamily::add_flags(CLI::App& app) {
+  app.add_option("--stages", stages_, "stages (one rank each) for --parallel mp | pp | hybrid");
+  app.add_option("--split", split_, "cut points between stages, layer indices (\"3,7\")");
+  app.add_option("--balance", balance_,
+                 "stage cuts without --split: params (equal parameter counts) | time (measured)");
+  app.add_option("--micro-batches", micro_batches_, "micro-batches per batch (pp, hybrid)");
+  app.add_option("--schedule", schedule_, "pipeline schedule: gpipe | 1f1b");
+  app.add_option("--dp", dp_, "data-parallel replicas of the pipeline (hybrid)");
+}
+
+void PipelineFamily::validate() const {
+  COHORT_INPUT_CHECK(balance_ == "params" || balance_ == "time", "--balance: unknown choice '",
+                     balance_, "' (valid: params, time)");
+  COHORT_INPUT_CHECK(stages_ >= 1, "--stages must be at least 1, got ", stages_);
+  COHORT_INPUT_CHECK(dp_ >= 1, "--dp must be at least 1, got ", dp_);
+  COHORT_INPUT_CHECK(micro_batches_ >= 1, "--micro-batches must be at least 1, got ",
+                     micro_batches_);
+  COHORT_INPUT_CHECK(schedule_ == "gpipe" || schedule_ == "1f1b",
+                     "--schedule: unknown pipeline schedule '", schedule_, "' (valid: gpipe, 1f1b)");
+}
+
+void PipelineFamily::check(const std::string& name, const RunSettings& run, int world) const {
+  COHORT_INPUT_CHECK(run.clip_norm <= 0, "--clip is not supported with --parallel ", name,
+                     " (the gradient norm spans ranks)");
+  COHORT_INPUT_CHECK(run.accumulate == 1, "--accumulate is not supported with --parallel ", name,
+                     name == "mp" ? "" : " (use --micro-batches)");
+  COHORT_INPUT_CHECK(name == "hybrid" || dp_ == 1, "--dp ", dp_,
+                     " is for --parallel hybrid (got --parallel ", name, ")");
+  auto model = nn::build_model(run.model, 0);
+  cut_stages(*model, stages_, split_);  // empty stages, more stages than layers
+  COHORT_INPUT_CHECK(world == ranks_needed(name), name == "hybrid" ? "--dp " : "",
+                     name == "hybrid" ? std::to_string(dp_) + " x " : "", "--stages ", stages_,
+                     " needs ", ranks_needed(name), " ranks, got ", world);
+  if (name != "mp")
+    COHORT_INPUT_CHECK(run.batch % micro_batches_ == 0, "--micro-batches ", micro_batches_,
+                       " does not divide --batch ", run.batch);
+}
+
+// The stage cuts. --balance time: rank 0 times every layer on one
+// micro-batch and all ranks cut by its figures.
+std::vector<size_t> PipelineFamily::plan(const std::string& name, StrategyArgs& a) const {
+  if (balance_ != "time" || !split_.empty()) return cut_stages(a.model, stages_, split_);
+  std::vector<double> w(a.model.layers().size(), 0.0);
+  const int64_t rows = name == "mp" ? a.run.batch : a.run.batch / micro_batches_;
+  if (a.comm->rank() == 0) w = time_layers(a.model, rows);
+  a.comm->broadcast(w.data(), w.size() * sizeof(double), 0);
+  return cut_stages(a.model, stages_, "", &w);
+}
+
+std::unique_ptr<Strategy> PipelineFamily::make(const std::string& name, StrategyArgs& a) const {
+  COHORT_INPUT_CHECK(a.comm, "--parallel ", name, " needs ranks: start with mpirun or --workers N");
+  PipelineConfig pc;
+  pc.name = name;
+  // Model parallelism is a pipeline of one micro-batch.
+  pc.micro_batches = name == "mp" ? 1 : micro_batches_;
+  pc.one_f_one_b = name != "mp" && schedule_ == "1f1b";
+  pc.dp = name == "hybrid" ? dp_ : 1;
+  return std::make_unique<Pipeline>(*a.comm, a.model, a.opt, plan(name, a), pc, a.run.seed);
+}
+
+std::string PipelineFamily::summary_text(const nlohmann::ordered_json& s) const {
+  if (!s.contains("pipeline")) return "";
+  const auto& p = s["pipeline"];
+  std::string mem;
+  for (auto& m : p["peak_activation_mb"]) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%s%.1f", mem.empty() ? "" : ", ", m.get<double>());
+    mem += b;
+  }
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "pipeline %s, %d stages x %d micro-batches: bubble %.3f (ideal %.3f), "
+                "peak activations per stage %s MB\n",
+                p["schedule"].get<std::string>().c_str(), p["stages"].get<int>(),
+                p["micro_batches"].get<int>(), p["bubble_fraction"].get<double>(),
+                p["ideal_bubble_fraction"].get<double>(), mem.c_str());
+  return line;
+}
+
+// clang-format off
+std::vector<BenchRow> PipelineFamily::bench_rows() const {
+  return {
+      {"mp", "cohort mp (2 stages)", "cohort", 2, 1, 1, false,
+       {"--parallel", "mp", "--stages", "2"}, ""},
+      {"pp-gpipe", "cohort pp GPipe (2 stages x 4 micro)", "cohort", 2, 1, 4, false,
+       {"--parallel", "pp", "--stages", "2", "--micro-batches", "4", "--schedule", "gpipe"}, ""},
+      {"pp-1f1b", "cohort pp 1F1B (2 stages x 4 micro)", "cohort", 2, 1, 4, false,
+       {"--parallel", "pp", "--stages", "2", "--micro-batches", "4", "--schedule", "1f1b"}, ""},
+      {"hybrid", "cohort hybrid (dp 2 x pp 2, 2 micro)", "cohort", 4, 2, 2, false,
+       {"--parallel", "hybrid", "--dp", "2", "--stages", "2", "--micro-batches", "2"}, ""},
+      {"pytorch-pipe", "PyTorch Pipe (1 process, 2 partitions x 4 micro)", "pytorch", 1, 1, 4, true,
+       {"--pipe-stages", "2", "--micro-batches", "4"}, "pp-gpipe"},
+  };
+}
+// clang-format on
+
+}  // namespace
+
+std::unique_ptr<StrategyFamily> pipeline_family() { return std::make_unique<PipelineFamily>(); }
 
 }  // namespace cohort

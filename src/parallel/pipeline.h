@@ -1,4 +1,5 @@
-// Pipeline parallelism (GPipe, 1F1B) and hybrid data + pipeline parallelism.
+// Model parallelism (mp: one micro-batch), pipeline parallelism (GPipe,
+// 1F1B) and hybrid data + pipeline parallelism.
 // The model is cut into K stages, stage s on pipeline rank s; each batch is
 // split into M micro-batches that flow through the stages, so stages work on
 // different micro-batches at once. Every micro-batch in flight on a stage
@@ -28,6 +29,7 @@
 namespace cohort {
 
 struct PipelineConfig {
+  std::string name = "pp";  // mp (one micro-batch), pp or hybrid (dp > 1)
   int micro_batches = 4;
   bool one_f_one_b = true;  // false: gpipe
   int dp = 1;               // data-parallel replicas of the pipeline (hybrid)
@@ -39,7 +41,7 @@ class Pipeline final : public Strategy {
   Pipeline(comm::Communicator& world, nn::Model& model, Optimizer& opt, std::vector<size_t> cuts,
            PipelineConfig cfg, uint64_t seed);
   ~Pipeline() override;
-  std::string name() const override { return cfg_.dp > 1 ? "hybrid" : "pp"; }
+  std::string name() const override { return cfg_.name; }
   int rank() const override { return world_.rank(); }
   int world() const override { return world_.size(); }
   int data_rank() const override { return world_.rank() / stages_; }

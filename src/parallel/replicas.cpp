@@ -7,8 +7,8 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "nn/models/zoo.h"
 #include "ops/elementwise.h"
+#include "parallel/registry.h"
 
 namespace cohort {
 
@@ -17,25 +17,16 @@ Replicas::Replicas(nn::Model& master, Optimizer& opt, int replicas, int threads,
     : master_(master), threads_(std::max(1, threads)), master_step_(master, opt, seed, clip_norm) {
   COHORT_INPUT_CHECK(replicas >= 1, "--replicas must be at least 1, got ", replicas);
   for (int r = 1; r < replicas; ++r) {
-    models_.push_back(nn::make_model(master.name(), seed));
+    models_.push_back(master.clone(seed));
     steps_.push_back(std::make_unique<LocalStep>(*models_.back(), opt, seed + uint64_t(r)));
   }
 }
 
-// Rows [begin, end) of a batch, sharing its memory.
-static Batch slice(const Batch& b, int64_t begin, int64_t end) {
-  Batch s;
-  s.images = b.images.slice(begin, end);
-  s.labels.assign(b.labels.begin() + begin, b.labels.begin() + end);
-  return s;
-}
-
 StepResult Replicas::step(const Batch& batch, float lr, StepTimes& times) {
   Timer t;
-  const int n = int(models_.size()) + 1;
-  const int64_t size = int64_t(batch.labels.size());
-  COHORT_INPUT_CHECK(size >= n, "--replicas ", n, " needs a batch of at least ", n, ", got ",
-                     size);
+  const int64_t size = batch.size();
+  // An epoch's last, partial batch may be smaller than the replicas: fewer work.
+  const int n = int(std::min<int64_t>(int64_t(models_.size()) + 1, size));
   const float scale = 1.0f / float(size);  // mean over the whole batch, as one process
   std::vector<StepResult> results(static_cast<size_t>(n));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
@@ -49,7 +40,7 @@ StepResult Replicas::step(const Batch& batch, float lr, StepTimes& times) {
         m.buffers().params().copy_from(master_.buffers().params());
       }
       nn::Context ctx;
-      results[size_t(r)] = s.forward_backward(slice(batch, size * r / n, size * (r + 1) / n),
+      results[size_t(r)] = s.forward_backward(batch.slice(size * r / n, size * (r + 1) / n),
                                               scale, ctx);
     } catch (...) {
       errors[size_t(r)] = std::current_exception();
@@ -65,7 +56,8 @@ StepResult Replicas::step(const Batch& batch, float lr, StepTimes& times) {
     if (e) std::rethrow_exception(e);
   // Reduce to the master, then one optimizer step there.
   const Tensor& g = master_.params().grads();
-  for (auto& m : models_) ops::add_inplace(g.f32(), m->params().grads().f32(), g.numel());
+  for (int r = 1; r < n; ++r)
+    ops::add_inplace(g.f32(), models_[size_t(r - 1)]->params().grads().f32(), g.numel());
   master_step_.apply(lr);
   times.compute += t.seconds();
   StepResult total;
@@ -76,5 +68,46 @@ StepResult Replicas::step(const Batch& batch, float lr, StepTimes& times) {
   }
   return total;
 }
+
+namespace {
+
+// --parallel replicas: PyTorch's DataParallel, threads of one process.
+class ReplicasFamily final : public StrategyFamily {
+ public:
+  std::vector<std::string> names() const override { return {"replicas"}; }
+  std::string help() const override {
+    return "replicas: one process, --replicas threads each on a slice of the batch";
+  }
+  void add_flags(CLI::App& app) override {
+    app.add_option("--replicas", replicas_, "replica threads for --parallel replicas");
+  }
+  void validate() const override {
+    COHORT_INPUT_CHECK(replicas_ >= 1, "--replicas must be at least 1, got ", replicas_);
+  }
+  void check(const std::string&, const RunSettings& run, int world) const override {
+    COHORT_INPUT_CHECK(replicas_ <= run.batch, "--replicas ", replicas_, " exceeds --batch ",
+                       run.batch, " (each replica needs at least one image)");
+    COHORT_INPUT_CHECK(world == 1, "--parallel replicas runs in one process, got ", world,
+                       " ranks (use --parallel dp across ranks)");
+  }
+  bool distributed(const std::string&) const override { return false; }
+  void describe(std::ostream& os) const override { os << "--replicas " << replicas_ << "\n"; }
+  std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
+    return std::make_unique<Replicas>(a.model, a.opt, replicas_,
+                                      std::max(1, omp_get_max_threads() / replicas_), a.run.seed,
+                                      a.run.clip_norm);
+  }
+  std::vector<BenchRow> bench_rows() const override {
+    return {{"replicas", "cohort replicas (DataParallel-style)", "cohort", 1, 1, 1, true,
+             {"--parallel", "replicas", "--replicas", "2"}, ""}};
+  }
+
+ private:
+  int replicas_ = 2;
+};
+
+}  // namespace
+
+std::unique_ptr<StrategyFamily> replicas_family() { return std::make_unique<ReplicasFamily>(); }
 
 }  // namespace cohort

@@ -11,7 +11,7 @@ namespace cohort {
 
 struct StepResult {
   double loss_sum = 0;  // summed over this rank's batch
-  int64_t correct = 0;
+  double correct = 0;   // samples right (for tokens: each sample's share of positions right)
   int64_t images = 0;
 };
 

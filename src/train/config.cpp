@@ -1,11 +1,19 @@
 #include "train/config.h"
 
+#include <sstream>
+
+#include "nn/models/zoo.h"
+
 namespace cohort {
 
-int TrainConfig::ranks_needed() const {
-  if (parallel == "mp" || parallel == "pp") return stages;
-  if (parallel == "hybrid") return dp * stages;
-  return 0;
+RunSettings TrainConfig::run_settings() const {
+  RunSettings r;
+  r.model = nn::find_model(model);
+  r.batch = batch;
+  r.accumulate = accumulate;
+  r.clip_norm = clip_norm;
+  r.seed = seed;
+  return r;
 }
 
 std::string TrainConfig::describe() const {
@@ -14,14 +22,10 @@ std::string TrainConfig::describe() const {
      << "\n--epochs " << epochs << "\n--batch " << batch << "\n--lr " << lr << "\n--optimizer "
      << optimizer << "\n--momentum " << momentum << "\n--weight-decay " << weight_decay
      << "\n--lr-schedule " << schedule << "\n--warmup " << warmup_steps << "\n--clip " << clip_norm
-     << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval " << eval
-     << "\n--parallel " << parallel << "\n--replicas " << replicas
-     << "\n--stages " << stages << "\n--split " << split << "\n--balance " << balance << "\n--micro-batches " << micro_batches
-     << "\n--schedule " << pipe_schedule << "\n--dp " << dp << "\n--servers " << servers
-     << "\n--ps-mode " << ps_mode << "\n--staleness " << staleness << "\n--allreduce " << allreduce << "\n--bucket-mb "
-     << bucket_mb << "\n--no-overlap " << !overlap << "\n--accumulate " << accumulate
-     << "\n--timeout " << timeout << "\n--deterministic " << deterministic << "\n--load "
-     << load << "\n";
+     << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval "
+     << eval << "\n--parallel " << parallel << "\n--accumulate " << accumulate << "\n--timeout "
+     << timeout << "\n--load " << load << "\n"
+     << strategies->describe();
   return os.str();
 }
 

@@ -1,9 +1,13 @@
 // Everything `cohort train` is told, in one place (flags fill it; a config
 // file could too). Defaults follow the studies: Adam, lr 0.001, batch 128.
+// The strategies' own flags live in their families (parallel/registry.h),
+// which `strategies` holds.
 #pragma once
 #include <cstdint>
-#include <sstream>
+#include <memory>
 #include <string>
+
+#include "parallel/registry.h"
 
 namespace cohort {
 
@@ -28,28 +32,18 @@ struct TrainConfig {
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
   std::string save, load;
 
-  // Parallelism (src/parallel/).
-  std::string parallel = "none";  // none | dp | replicas | mp | pp | hybrid | ps
-  int stages = 2;                 // --parallel mp|pp|hybrid: stages, one rank each
-  std::string split;              // inner cut points ("3,7"); empty: balanced (--balance)
-  std::string balance = "params"; // params | time: what balanced stages share equally
-  int micro_batches = 4;          // --parallel pp|hybrid: micro-batches per batch
-  std::string pipe_schedule = "1f1b";  // gpipe | 1f1b
-  int dp = 1;                     // --parallel hybrid: data-parallel replicas of the pipeline
-  int servers = 1;                // --parallel ps: server ranks (the last S ranks)
-  std::string ps_mode = "sync";   // sync | async
-  int staleness = -1;             // --ps-mode async: max steps a worker may run ahead (-1: no bound)
-  int replicas = 2;               // --parallel replicas: replica threads in one process
-  int workers = 1;                // >1: start that many ranks with mpirun on this machine
-  std::string allreduce = "auto"; // ring | tree | mpi | auto
-  double bucket_mb = 25;
-  bool overlap = true;
+  // Parallelism (src/parallel/): the strategy's name and every family's flags.
+  std::string parallel = "none";
+  std::shared_ptr<StrategyRegistry> strategies = std::make_shared<StrategyRegistry>();
+  int workers = 1;  // >1: start that many ranks with mpirun on this machine
   int accumulate = 1;
-  double timeout = 0;             // seconds before a stalled collective is reported (0: off)
-  bool deterministic = false;     // fixed reduction order: bit-for-bit repeatable runs
+  double timeout = 0;  // seconds before a stalled collective is reported (0: off)
 
-  // Ranks the parallel strategy needs (0: any number, e.g. dp, ps).
-  int ranks_needed() const;
+  const StrategyFamily& strategy() const { return strategies->find(parallel); }
+  // Ranks the strategy needs (0: any number, e.g. dp, ps).
+  int ranks_needed() const { return strategy().ranks_needed(parallel); }
+  // The flags a strategy may read or check.
+  RunSettings run_settings() const;
   // The flags as "--name value" lines, compared across ranks at start.
   std::string describe() const;
 };

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "ops/loss.h"
-
 namespace cohort {
 
 EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch) {
@@ -12,13 +10,16 @@ EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch) {
   const int k = data.num_classes;
   std::vector<int64_t> seen(size_t(k), 0), right(size_t(k), 0);
   double loss_sum = 0;
+  const int64_t p = data.positions();
   for (int64_t b = 0; b < data.size(); b += batch) {
     const int64_t e = std::min(data.size(), b + batch);
-    const Tensor& logits = model.forward(data.images.slice(b, e), ctx);
-    const int32_t* labels = data.labels.data() + b;
-    loss_sum += ops::softmax_cross_entropy(logits.f32(), labels, e - b, k, nullptr, 1).loss_sum;
-    for (int64_t i = 0; i < e - b; ++i) {
-      const float* z = logits.f32() + i * k;
+    const Tensor& out = model.forward(data.images.slice(b, e), ctx);
+    const int32_t* labels = data.labels.data() + b * p;
+    loss_sum += model.loss().compute(out, labels, nullptr, 1).loss_sum;
+    // Per class: the argmax of every prediction row against its target.
+    const int64_t rows = out.numel() / k;
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* z = out.f32() + i * k;
       const int arg = int(std::max_element(z, z + k) - z);
       seen[size_t(labels[i])]++;
       right[size_t(labels[i])] += (arg == labels[i]);
@@ -27,13 +28,43 @@ EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch) {
   EvalResult r;
   r.images = data.size();
   r.seen = seen;
-  int64_t total_right = 0;
+  int64_t total_right = 0, total_seen = 0;
   for (int c = 0; c < k; ++c) {
     total_right += right[size_t(c)];
+    total_seen += seen[size_t(c)];
     r.per_class_accuracy.push_back(seen[size_t(c)] ? double(right[size_t(c)]) / seen[size_t(c)] : 0);
   }
-  r.accuracy = r.images ? double(total_right) / r.images : 0;
+  r.accuracy = total_seen ? double(total_right) / double(total_seen) : 0;
   r.loss = r.images ? loss_sum / r.images : 0;
+  return r;
+}
+
+std::vector<double> EvalResult::to_sums() const {
+  const size_t k = seen.size();
+  std::vector<double> v(2 + 2 * k, 0.0);
+  v[0] = loss * double(images);
+  v[1] = double(images);
+  for (size_t c = 0; c < k; ++c) {
+    v[2 + k + c] = double(seen[c]);
+    v[2 + c] = per_class_accuracy[c] * double(seen[c]);
+  }
+  return v;
+}
+
+EvalResult EvalResult::from_sums(const std::vector<double>& v) {
+  const size_t k = (v.size() - 2) / 2;
+  EvalResult r;
+  r.images = int64_t(v[1]);
+  r.loss = v[1] > 0 ? v[0] / v[1] : 0;
+  double right = 0, total = 0;
+  for (size_t c = 0; c < k; ++c) {
+    const double seen = v[2 + k + c], ok = v[2 + c];
+    right += ok;
+    total += seen;
+    r.seen.push_back(int64_t(seen));
+    r.per_class_accuracy.push_back(seen > 0 ? ok / seen : 0);
+  }
+  r.accuracy = total > 0 ? right / total : 0;
   return r;
 }
 

@@ -13,8 +13,14 @@ struct EvalResult {
   std::vector<double> per_class_accuracy;
   std::vector<int64_t> seen;  // test images per class
   int64_t images = 0;
+
+  // As sums [loss_sum, images, right per class..., seen per class...], which
+  // ranks add up; and back.
+  std::vector<double> to_sums() const;
+  static EvalResult from_sums(const std::vector<double>& v);
 };
 
+// The model's own loss over `data`; accuracy (per class for class outputs).
 EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch);
 
 }  // namespace cohort

@@ -63,7 +63,8 @@ void Report::epoch(const nlohmann::ordered_json& e) {
   std::fflush(out_);
 }
 
-void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names) {
+void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names,
+                     const std::string& strategy_text) {
   if (!enabled_) return;
   if (jsonl_) {
     nlohmann::ordered_json j = {{"event", "summary"}};
@@ -79,30 +80,7 @@ void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::str
                    1e3 * t["total"].get<double>(), 1e3 * t["compute"].get<double>(),
                    1e3 * t["communication"].get<double>(), 1e3 * t["data"].get<double>());
     }
-    if (s.contains("pipeline")) {
-      const auto& p = s["pipeline"];
-      std::string mem;
-      for (auto& m : p["peak_activation_mb"]) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%s%.1f", mem.empty() ? "" : ", ", m.get<double>());
-        mem += b;
-      }
-      std::fprintf(out_,
-                   "pipeline %s, %d stages x %d micro-batches: bubble %.3f (ideal %.3f), "
-                   "peak activations per stage %s MB\n",
-                   p["schedule"].get<std::string>().c_str(), p["stages"].get<int>(),
-                   p["micro_batches"].get<int>(), p["bubble_fraction"].get<double>(),
-                   p["ideal_bubble_fraction"].get<double>(), mem.c_str());
-    }
-    if (s.contains("ps")) {
-      const auto& p = s["ps"];
-      std::fprintf(out_,
-                   "parameter server %s, %d server(s), %d worker(s): staleness mean %.2f, max %d "
-                   "updates\n",
-                   p["mode"].get<std::string>().c_str(), p["servers"].get<int>(),
-                   p["workers"].get<int>(), p["staleness_mean"].get<double>(),
-                   p["staleness_max"].get<int>());
-    }
+    std::fputs(strategy_text.c_str(), out_);
     std::fprintf(out_, "accuracy per class:\n");
     auto& pc = s["per_class_accuracy"];
     for (size_t c = 0; c < pc.size(); ++c)

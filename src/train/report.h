@@ -18,7 +18,9 @@ class Report {
   void progress(int epoch, int64_t step, int64_t steps, double loss, double images_per_s,
                 double eta_s);
   void epoch(const nlohmann::ordered_json& e);
-  void summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names);
+  // strategy_text: the strategy's own lines (its family's summary_text).
+  void summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names,
+               const std::string& strategy_text = "");
 
  private:
   bool jsonl_;

@@ -31,9 +31,13 @@ TEST(DataLoad, SyntheticShapesAndLimit) {
   DataSplit s = load_dataset("synthetic", "ignored", 100);
   EXPECT_EQ(s.train.images.shape(), (Shape{100, 28, 28, 1}));
   EXPECT_EQ(s.train.size(), 100);
-  EXPECT_EQ(s.test.images.shape(), (Shape{10000, 28, 28, 1}));
+  EXPECT_EQ(s.test.images.shape(), (Shape{2000, 28, 28, 1}));
   EXPECT_EQ(s.train.num_classes, 10);
   EXPECT_EQ(s.train.name, "synthetic");
+  // The model's image shape (CIFAR-10 models: 32x32x3).
+  DataSplit c = load_dataset("synthetic", "ignored", 10, {32, 32, 3});
+  EXPECT_EQ(c.train.images.shape(), (Shape{10, 32, 32, 3}));
+  EXPECT_EQ(c.test.images.shape(), (Shape{2000, 32, 32, 3}));
 }
 
 TEST(DataSynthetic, DeterministicNormalImagesUniformLabels) {

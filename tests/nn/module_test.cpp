@@ -689,7 +689,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ModuleZooNames, ListAndUnknownModel) {
   std::vector<std::string> names;
-  for (const auto& e : nn::model_names()) names.push_back(e.name);
+  for (const auto& s : nn::model_zoo()) names.push_back(s->name);
   EXPECT_EQ(names, (std::vector<std::string>{"mnist-small", "mnist-large", "lenet", "vgg16",
                                              "resnet50", "resnet101", "resnet152"}));
   EXPECT_THROW(nn::make_model("resnet18"), InputError);

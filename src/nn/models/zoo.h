@@ -1,4 +1,7 @@
-// The model zoo: the studies' models by name.
+// The model zoo: the studies' models, each registered once in zoo.cpp (name,
+// description, input, output, init, layers; its loss when not softmax
+// cross-entropy). Everything else — the CLI, the trainer, the benchmarks —
+// asks the zoo; strategies get a Model and build more from its spec.
 #pragma once
 #include <memory>
 #include <string>
@@ -8,16 +11,12 @@
 
 namespace cohort::nn {
 
-struct ModelEntry {
-  std::string name;
-  std::string description;
-};
-
-const std::vector<ModelEntry>& model_names();
-// Builds (registers, allocates, initializes from seed) the model; unknown name -> InputError.
+// Every registered model, in listing order.
+const std::vector<std::shared_ptr<const ModelSpec>>& model_zoo();
+// The registered spec of `name`; unknown name -> InputError naming --model.
+std::shared_ptr<const ModelSpec> find_model(const std::string& name);
+// Builds (registers, allocates, initializes from seed) the named model.
 std::unique_ptr<Model> make_model(const std::string& name, uint64_t seed = 0);
-// Another model of owner's kind over owner's arenas (Model::build_shared).
-std::unique_ptr<Model> make_model_view(Model& owner);
 
 // Per family, the layer list (unbuilt).
 std::unique_ptr<Sequential> mnist_small();
