@@ -12,9 +12,7 @@
 #include "data/dataset.h"
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
-#include "parallel/data_parallel.h"
 #include "parallel/start.h"
-#include "parallel/local.h"
 
 namespace cohort {
 
@@ -30,16 +28,18 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
   Dataset d = make_synthetic(cfg.batch, int(in[0]), int(in[1]), int(in[2]), 10, 7);
   Batch batch{d.images, d.labels};
   auto opt = make_optimizer("adam", 0, 0);
-  std::unique_ptr<Strategy> strategy;
   const int world = comm ? comm->size() : 1;
-  if (comm) {
-    check_and_broadcast(*comm, *model, "bench step " + cfg.model + " " + std::to_string(cfg.batch));
-    DataParallelConfig dp;
-    dp.overlap = cfg.overlap;
-    strategy = std::make_unique<DataParallel>(*comm, *model, *opt, dp, 0);
-  } else {
-    strategy = std::make_unique<LocalStep>(*model, *opt, 0);
-  }
+  RunSettings run;
+  run.model = nn::find_model(cfg.model);
+  run.batch = cfg.batch;
+  const StrategyFamily& family = cfg.strategies->find(cfg.parallel);
+  cfg.strategies->check(cfg.parallel, run, world);
+  if (comm)
+    check_and_broadcast(*comm, *model, "bench step " + cfg.model + " " +
+                                           std::to_string(cfg.batch) + "\n" + cfg.parallel +
+                                           "\n" + cfg.strategies->describe());
+  StrategyArgs args{run, comm, *model, *opt};
+  std::unique_ptr<Strategy> strategy = family.make(cfg.parallel, args);
   StepTimes times;
 
   // Validate: training steps on one batch must give finite, falling loss.
@@ -67,7 +67,7 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
                         {"threads", cfg.threads}, {"workers", world}, {"steps", cfg.steps},
                         {"images_per_second", ips}, {"gflops", ips * flops / 1e9}};
   if (comm) {
-    out["overlap"] = cfg.overlap;
+    out["parallel"] = cfg.parallel;
     out["step_ms"] = {{"compute", 1e3 * times.compute / cfg.steps},
                       {"communication_wait", 1e3 * times.comm / cfg.steps}};
   }

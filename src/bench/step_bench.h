@@ -2,10 +2,12 @@
 // warm-up, validate them, and put PyTorch's figure for the same model, batch
 // and threads beside it.
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "comm/communicator.h"
+#include "parallel/registry.h"
 
 namespace cohort {
 
@@ -17,8 +19,10 @@ struct StepBenchConfig {
   int warmup = 5;
   std::string peer;  // "" or "pytorch"
   bool peak = false; // also measure the matmul peak and report the share of it
-  int workers = 1;   // ranks (data-parallel, under mpirun); the peer runs DDP with as many
-  bool overlap = true;
+  int workers = 1;   // ranks (under mpirun); the peer runs DDP with as many
+  // The strategy (none: one process, dp under ranks) and every family's flags.
+  std::string parallel = "none";
+  std::shared_ptr<StrategyRegistry> strategies = std::make_shared<StrategyRegistry>();
 };
 
 // comm: null for one process; else every rank calls this and rank 0 prints.

@@ -133,7 +133,9 @@ void add_step(CLI::App& step, StepBenchConfig& c) {
   step.add_option("--peer", c.peer, "pytorch: run the PyTorch peer in the same run");
   step.add_flag("--peak", c.peak, "also measure the fp32 matmul peak and the share of it");
   step.add_option("--workers", c.workers, "data-parallel ranks (mpirun on this machine)");
-  step.add_flag("--no-overlap{false}", c.overlap, "reduce after backward");
+  step.add_option("--parallel", c.parallel, "strategy (none: one process; dp under ranks): " +
+                                                 c.strategies->names());
+  c.strategies->add_flags(step);
 }
 
 void add_grid(CLI::App& grid, GridFlags& g) {
@@ -211,9 +213,11 @@ int run_train(TrainConfig& cfg, int argc, char** argv) {
 int run_step(StepBenchConfig& cfg, int argc, char** argv) {
   COHORT_INPUT_CHECK(cfg.workers >= 1, "--workers must be at least 1, got ", cfg.workers);
 #if COHORT_WITH_MPI
-  if (cfg.workers > 1 && !comm::launched_by_mpirun())
-    return launch_workers(argc, argv, cfg.workers, cfg.threads);
-  if (comm::launched_by_mpirun()) {
+  const bool rank_of_job = comm::launched_by_mpirun();
+  if (cfg.workers > 1 || rank_of_job)
+    cfg.parallel = cfg.strategies->find(cfg.parallel).under_ranks(cfg.parallel);
+  if (cfg.workers > 1 && !rank_of_job) return launch_workers(argc, argv, cfg.workers, cfg.threads);
+  if (rank_of_job) {
     auto world = comm::mpi_world(&argc, &argv);
     run_step_bench(cfg, world.get());
     return 0;
