@@ -19,9 +19,10 @@ Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> indices, int64_
       transform_(std::move(transform)) {
   COHORT_INPUT_CHECK(batch_size >= 1, "batch size must be >= 1, got ", batch_size);
   COHORT_INPUT_CHECK(depth >= 1, "prefetch depth must be >= 1, got ", depth);
-  COHORT_CHECK(data.images.ndim() == 4 && data.images.dim(0) == data.size(),
-               "dataset images ", shape_str(data.images.shape()), " vs ", data.size(),
-               " labels");
+  COHORT_CHECK(data.images.ndim() >= 2 && (data.size() == 0 ||
+                   int64_t(data.labels.size()) % data.size() == 0),
+               "dataset inputs ", shape_str(data.images.shape()), " vs ", data.labels.size(),
+               " targets");
   for (int64_t i : indices_)
     COHORT_CHECK(i >= 0 && i < data.size(), "index ", i, " outside dataset of ", data.size());
   int64_t n = int64_t(indices_.size());
@@ -42,17 +43,21 @@ Prefetcher::~Prefetcher() {
 Batch Prefetcher::gather(int64_t b) const {
   int64_t begin = b * batch_size_;
   int64_t end = std::min<int64_t>(begin + batch_size_, int64_t(indices_.size()));
-  const Shape& s = data_.images.shape();
-  int64_t row = s[1] * s[2] * s[3];
+  // A sample is one row of the inputs (an image, or a sequence of tokens) and
+  // its `p` targets (a label, or one per position), whatever the dtype.
+  Shape shape = data_.images.shape();
+  const size_t row = size_t(data_.images.numel() / shape[0]) * dtype_size(data_.images.dtype());
+  const int64_t p = data_.positions();
+  shape[0] = end - begin;
   Batch out;
-  out.images = Tensor::empty({end - begin, s[1], s[2], s[3]});
-  out.labels.resize(size_t(end - begin));
-  const float* src = data_.images.f32();
-  float* dst = out.images.f32();
+  out.images = Tensor::empty(shape, data_.images.dtype());
+  out.labels.resize(size_t((end - begin) * p));
+  const char* src = static_cast<const char*>(data_.images.data());
+  char* dst = static_cast<char*>(out.images.data());
   for (int64_t k = begin; k < end; ++k) {
-    int64_t i = indices_[size_t(k)];
-    std::memcpy(dst + (k - begin) * row, src + i * row, size_t(row) * sizeof(float));
-    out.labels[size_t(k - begin)] = data_.labels[size_t(i)];
+    const int64_t i = indices_[size_t(k)];
+    std::memcpy(dst + size_t(k - begin) * row, src + size_t(i) * row, row);
+    std::copy_n(data_.labels.begin() + i * p, p, out.labels.begin() + (k - begin) * p);
   }
   return out;
 }

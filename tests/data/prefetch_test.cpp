@@ -52,6 +52,33 @@ TEST(Prefetch, BatchesFollowIndexOrder) {
   EXPECT_GE(p.wait_seconds(), 0.0);
 }
 
+// Token sequences: sample i is T = 4 positions, each with its own target, and
+// a batch carries every position's target in sample order.
+TEST(Prefetch, SequencesCarryATargetPerPosition) {
+  const int64_t n = 7, t = 4;
+  Dataset d;
+  d.images = Tensor::empty({n, t});
+  for (int64_t i = 0; i < n * t; ++i) d.images.f32()[i] = float(i);
+  for (int64_t i = 0; i < n * t; ++i) d.labels.push_back(int32_t(1000 + i));
+  ASSERT_EQ(d.positions(), t);
+  Prefetcher p(d, reversed(n), 3, /*drop_last=*/false);
+  Batch b;
+  ASSERT_TRUE(p.next(b));
+  ASSERT_EQ(b.images.shape(), (Shape{3, t}));
+  ASSERT_EQ(b.labels.size(), size_t(3 * t));
+  EXPECT_EQ(b.positions(), t);
+  for (int64_t j = 0; j < 3; ++j)
+    for (int64_t k = 0; k < t; ++k) {
+      const int64_t src = (n - 1 - j) * t + k;  // reversed order
+      EXPECT_EQ(b.images.f32()[j * t + k], float(src));
+      EXPECT_EQ(b.labels[size_t(j * t + k)], 1000 + src);
+    }
+  // Slicing keeps the positions together.
+  Batch s = b.slice(1, 3);
+  ASSERT_EQ(s.labels.size(), size_t(2 * t));
+  EXPECT_EQ(s.labels[0], 1000 + (n - 2) * t);
+}
+
 TEST(Prefetch, DropLastSkipsPartialBatch) {
   Dataset d = numbered(23);
   Prefetcher p(d, reversed(23), 5, /*drop_last=*/true, /*depth=*/1);
