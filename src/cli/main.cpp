@@ -255,12 +255,37 @@ int dispatch(Commands& c, int argc, char** argv) {
   return 0;
 }
 
+// The first word that is not a subcommand where one is required, with the
+// valid ones ("" when every word is known): CLI11 says only that a subcommand
+// is required.
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  for (int i = 1; i < argc && at->get_require_subcommand_min() > 0; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return "";
+    CLI::App* sub = nullptr;
+    for (auto* s : at->get_subcommands({}))
+      if (s->check_name(word)) sub = s;
+    if (!sub) {
+      std::string valid;
+      for (auto* s : at->get_subcommands({})) valid += (valid.empty() ? "" : ", ") + s->get_name();
+      return "unknown command '" + word + "' (valid: " + valid + ")";
+    }
+    at = sub;
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cohort: distributed deep-learning training, measured"};
   Commands commands;
   declare(app, commands);
+  if (const std::string bad = unknown_command(app, argc, argv); !bad.empty()) {
+    std::fprintf(stderr, "cohort: %s\n", bad.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

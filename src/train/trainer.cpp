@@ -24,6 +24,8 @@
 
 namespace cohort {
 
+constexpr int kMaxThreadsPerCpu = 8;
+
 std::vector<std::string> class_names(const std::string& dataset) {
   if (dataset == "fashion-mnist")
     return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -39,6 +41,14 @@ void check_config(const TrainConfig& c, int world) {
   COHORT_INPUT_CHECK(c.batch >= 1, "--batch must be at least 1, got ", c.batch);
   COHORT_INPUT_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
   COHORT_INPUT_CHECK(c.threads >= 0, "--threads must be 0 (all) or more, got ", c.threads);
+  // More threads than a few per CPU only thrash (and 10,000 never finished).
+  const int max_threads = kMaxThreadsPerCpu * usable_cpus();
+  COHORT_INPUT_CHECK(c.threads <= max_threads, "--threads ", c.threads, " exceeds ", max_threads,
+                     " (", kMaxThreadsPerCpu, " per CPU of this machine)");
+  COHORT_INPUT_CHECK(c.clip_norm >= 0, "--clip must be 0 (off) or more, got ", c.clip_norm);
+  COHORT_INPUT_CHECK(c.limit >= 0, "--limit must be 0 (all) or more, got ", c.limit);
+  COHORT_INPUT_CHECK(c.limit == 0 || c.batch <= c.limit * c.repeat, "--batch ", c.batch,
+                     " exceeds the ", c.limit * c.repeat, " training images of --limit ", c.limit);
   COHORT_INPUT_CHECK(c.repeat >= 1, "--repeat must be at least 1, got ", c.repeat);
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
@@ -103,6 +113,9 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   Run run;
   run.model = nn::make_model(cfg.model, cfg.seed);
   run.data = load_data(cfg, *run.model);
+  COHORT_INPUT_CHECK(cfg.batch <= run.data.train.size() * cfg.repeat, "--batch ", cfg.batch,
+                     " exceeds the ", run.data.train.size() * cfg.repeat, " training images of --data ",
+                     cfg.data);
   if (!cfg.load.empty())
     load_checkpoint(cfg.load, run.model->name(), run.model->params(), &run.model->buffers());
   if (comm) check_and_broadcast(*comm, *run.model, cfg.describe());

@@ -70,6 +70,21 @@ TEST(Cli, BadFlags) {
   expect_one_line_error("train --eval sometimes", "--eval");
 }
 
+// Issue 14: flags that size threads or batches are bounded before anything
+// is allocated; unused strategies' flags are still checked; an unknown
+// subcommand is named.
+TEST(Cli, ResourceFlagsAreBoundedAndUnusedFlagsChecked) {
+  expect_one_line_error("train --threads 10000 --limit 100 --epochs 1", "--threads");
+  expect_one_line_error("train --batch 99999999999999999999 --limit 100", "--batch");
+  expect_one_line_error("train --batch 5000 --limit 100 --data synthetic", "--batch");
+  expect_one_line_error("train --allreduce foo --limit 100 --batch 50", "--allreduce");
+  expect_one_line_error("train --clip -1 --limit 100 --batch 50", "--clip");
+  expect_one_line_error("train --limit -1 --data synthetic", "--limit");
+  expect_one_line_error("train --parallel replicas --replicas 100000 --limit 2000", "--replicas");
+  expect_one_line_error("frob", "frob");
+  expect_one_line_error("bench frob", "frob");
+}
+
 TEST(Cli, MissingDataDirectory) {
   expect_one_line_error("train --data-dir /nonexistent/fm", "/nonexistent/fm");
 }
