@@ -13,7 +13,7 @@ std::string peer_python() {
   return "/usr/bin/python3";
 }
 
-std::string peer_script() { return std::string(COHORT_SOURCE_DIR) + "/bench/peers/pytorch_peer.py"; }
+std::string peer_script() { return std::string(COHORT_SOURCE_DIR) + "/bench/peers/pytorch_peer"; }
 
 bool peer_available() {
   std::string cmd = peer_python() + " -c 'import torch' >/dev/null 2>&1";

@@ -1,5 +1,5 @@
-// Runs the project's PyTorch peer (bench/peers/pytorch_peer.py) and reads the
-// JSON line it prints last, so cohort and PyTorch are measured in one run.
+// Runs the project's PyTorch peer (bench/peers/pytorch_peer/, a Python package run as a
+// folder) and reads the JSON line it prints last, so cohort and PyTorch are measured in one run.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,0 +1,126 @@
+"""The peer's command line: parse, check, size the thread pools, then run.
+
+Checks come first and import no torch, so bad input fails fast (message on
+stderr, exit 2); the thread variables are set before commands.py imports torch.
+"""
+
+import argparse
+
+from .common import die, require_at_least, set_thread_env
+from .models import check_model
+
+FASHION_DIR = "/usr/share/datasets/fashion-mnist"  # Debian's fashion-mnist data
+
+
+def add_model_commands(sub):
+    p = sub.add_parser("count", help="print trainable parameter count")
+    p.add_argument("--model", required=True)
+
+    p = sub.add_parser("step", help="time training steps on synthetic data")
+    p.add_argument("--model", required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--threads", type=int, required=True)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--world", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("grads", help="gradients of mean cross-entropy loss")
+    p.add_argument("--model", required=True)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--batch-file", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--threads", type=int, default=1)
+
+
+def add_allreduce_command(sub):
+    p = sub.add_parser("allreduce-bench",
+                       help="time gloo all_reduce of float32 tensors")
+    p.add_argument("--world", type=int, required=True)
+    p.add_argument("--sizes", required=True, help="bytes, comma-separated")
+    p.add_argument("--iters", type=int, default=20,
+                   help="iterations per timed batch (the most, with --seconds)")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="timed batches; the fastest counts")
+    p.add_argument("--seconds", type=float, default=0,
+                   help="if > 0, size batches to about this much time per size")
+
+
+def add_train_command(sub):
+    p = sub.add_parser("train", help="train like `cohort train` and time epochs")
+    p.add_argument("--model", required=True)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--data", default="fashion-mnist")
+    p.add_argument("--data-dir", default=FASHION_DIR)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--world", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pipe-stages", type=int, default=1,
+                   help="> 1: train through Pipe (GPipe) with this many partitions")
+    p.add_argument("--micro-batches", type=int, default=4,
+                   help="Pipe's chunks per batch (with --pipe-stages)")
+
+
+def check_step(args):
+    check_model(args.model)
+    require_at_least(args, ("batch", "threads", "steps", "world"))
+    require_at_least(args, ("warmup",), low=0)
+    return args.threads
+
+
+def check_train(args):
+    check_model(args.model)
+    require_at_least(args, ("batch", "threads", "epochs", "world", "repeat",
+                            "pipe_stages", "micro_batches"))
+    require_at_least(args, ("limit",), low=0)
+    if args.pipe_stages > 1 and args.world > 1:
+        die("--pipe-stages runs in one process (Pipe); it does not combine with --world")
+    if args.pipe_stages > 1 and args.batch % args.micro_batches:
+        die("--micro-batches %d does not divide --batch %d" % (args.micro_batches, args.batch))
+    return args.threads
+
+
+def check_allreduce(args):
+    if args.world < 2:
+        die("--world must be >= 2 (got %d)" % args.world)
+    if args.iters < 1 or args.repeats < 1:
+        die("--iters and --repeats must be >= 1")
+    try:
+        sizes = [int(x) for x in args.sizes.split(",") if x]
+    except ValueError:
+        die("--sizes: expected comma-separated byte counts, got '%s'" % args.sizes)
+    if not sizes or min(sizes) < 1:
+        die("--sizes: expected positive byte counts, got '%s'" % args.sizes)
+    args.sizes = sizes
+    return 1
+
+
+def check_grads(args):
+    check_model(args.model)
+    return max(1, args.threads)
+
+
+def check_count(args):
+    check_model(args.model)
+    return 1
+
+
+# command -> its checks, which return the intra-op threads it runs with
+CHECKS = {"count": check_count, "step": check_step, "grads": check_grads,
+          "allreduce-bench": check_allreduce, "train": check_train}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="PyTorch peer for cohort")
+    sub = ap.add_subparsers(dest="cmd")
+    sub.required = True
+    add_model_commands(sub)
+    add_allreduce_command(sub)
+    add_train_command(sub)
+    args = ap.parse_args(argv)
+    set_thread_env(CHECKS[args.cmd](args))
+    from . import commands  # imports torch, so only now
+    commands.COMMANDS[args.cmd](args)

@@ -1,0 +1,80 @@
+"""`grads`: every parameter's gradient of the mean cross-entropy, in eval()
+mode, for given weights and one batch; cohort's numerics tests compare with it.
+
+Files are safetensors, F32: weights by parameter name (BN running stats may be
+absent), the batch as `images` [N, H, W, C] (NHWC) and `labels` [N] class ids;
+the output holds each gradient under its parameter's name, plus `loss` [1].
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .common import die, log
+from .models import build_model, input_shape
+from .safetensors_f32 import read_safetensors, write_safetensors
+
+
+def load_weights(model, path):
+    weights = read_safetensors(path)
+    sd = model.state_dict()
+    missing = [k for k in sd if k not in weights]
+    # BN running stats / num_batches_tracked may be absent; params may not.
+    missing_params = [n for n, _ in model.named_parameters() if n not in weights]
+    if missing_params:
+        die("%s lacks parameters: %s" % (path, ", ".join(missing_params)))
+    unknown = [k for k in weights if k not in sd]
+    if unknown:
+        log("warning: ignoring tensors not in the model: " + ", ".join(unknown))
+    new_sd = {}
+    for k, v in sd.items():
+        if k in weights:
+            w = weights[k]
+            if tuple(w.shape) != tuple(v.shape):
+                die("tensor '%s': shape %s in file, model expects %s"
+                    % (k, list(w.shape), list(v.shape)))
+            new_sd[k] = torch.from_numpy(w).to(v.dtype)
+        else:
+            new_sd[k] = v
+    if missing:
+        log("note: using defaults for buffers not in file: " + ", ".join(missing))
+    model.load_state_dict(new_sd)
+
+
+def load_batch(path, model_name):
+    """(x, y): x NCHW float32 from the file's NHWC images, y int64 labels."""
+    batch = read_safetensors(path)
+    for k in ("images", "labels"):
+        if k not in batch:
+            die("%s lacks tensor '%s'" % (path, k))
+    img, lab = batch["images"], batch["labels"]
+    c, h, w = input_shape(model_name)
+    if img.ndim != 4 or tuple(img.shape[1:]) != (h, w, c):
+        die("images shape %s, expected [N,%d,%d,%d] (NHWC)"
+            % (list(img.shape), h, w, c))
+    if lab.shape != (img.shape[0],):
+        die("labels shape %s, expected [%d]" % (list(lab.shape), img.shape[0]))
+    x = torch.from_numpy(img).permute(0, 3, 1, 2).contiguous()
+    y = torch.from_numpy(np.rint(lab).astype(np.int64))
+    if (y < 0).any() or (y >= 10).any():
+        die("labels must be class ids in [0,10)")
+    return x, y
+
+
+def write_grads(args):
+    torch.set_num_threads(max(1, args.threads))
+    torch.manual_seed(0)
+    model = build_model(args.model)
+    load_weights(model, args.weights)
+    x, y = load_batch(args.batch_file, args.model)
+    model.eval()
+    model.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    out = []
+    for n, p in model.named_parameters():
+        g = p.grad if p.grad is not None else torch.zeros_like(p)
+        out.append((n, g.detach().numpy()))
+    out.append(("loss", np.array([loss.item()], dtype=np.float32)))
+    write_safetensors(args.out, out)
+    log("loss %.6f, wrote %d gradients to %s" % (loss.item(), len(out) - 1, args.out))

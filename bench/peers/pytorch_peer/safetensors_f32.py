@@ -1,0 +1,65 @@
+"""safetensors files, F32 only, read and written by hand (no extra package).
+
+Layout: u64 little-endian header length, a JSON header mapping each name to
+{dtype, shape, data_offsets}, padded with spaces to 8 bytes, then the data.
+"""
+
+import json
+import struct
+
+import numpy as np
+
+from .common import die
+
+
+def write_safetensors(path, tensors):
+    """tensors: list of (name, numpy array) or dict; stored as F32 little-endian."""
+    items = list(tensors.items()) if isinstance(tensors, dict) else list(tensors)
+    header, blobs, off = {}, [], 0
+    for name, arr in items:
+        a = np.ascontiguousarray(np.asarray(arr, dtype="<f4"))
+        b = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hj)))
+        f.write(hj)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    """Returns dict name -> numpy float32 array (F32 entries only)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        die("%s: too short to be a safetensors file" % path)
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    if 8 + hlen > len(raw):
+        die("%s: header length %d exceeds file size" % (path, hlen))
+    try:
+        header = json.loads(raw[8:8 + hlen].decode("utf-8"))
+    except ValueError as e:
+        die("%s: bad safetensors header: %s" % (path, e))
+    data = raw[8 + hlen:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info.get("dtype") != "F32":
+            die("%s: tensor '%s' has dtype %s, only F32 is supported"
+                % (path, name, info.get("dtype")))
+        b, e = info["data_offsets"]
+        shape = tuple(int(s) for s in info["shape"])
+        n = 1
+        for s in shape:
+            n *= s
+        if e - b != 4 * n or e > len(data) or b < 0:
+            die("%s: tensor '%s' offsets [%d,%d] do not match shape %s"
+                % (path, name, b, e, list(shape)))
+        out[name] = np.frombuffer(data[b:e], dtype="<f4").reshape(shape).copy()
+    return out
