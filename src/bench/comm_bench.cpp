@@ -113,14 +113,10 @@ double busbw_gbps(int world, int64_t bytes, double seconds) {
   return 2.0 * (world - 1) / world * double(bytes) / seconds / 1e9;
 }
 
-}  // namespace
-
-nlohmann::ordered_json run_comm_bench(Communicator& c, const CommBenchConfig& cfg) {
-  const int p = c.size();
-  const bool root = c.rank() == 0;
-  const double saved_timeout = c.timeout();
+void check_config(const Communicator& c, const CommBenchConfig& cfg) {
   COHORT_INPUT_CHECK(cfg.timeout >= 0, "bench comm: timeout must be >= 0, got ", cfg.timeout);
-  COHORT_INPUT_CHECK(p >= 2, "bench comm: needs at least 2 ranks (start it with mpirun -np N)");
+  COHORT_INPUT_CHECK(c.size() >= 2,
+                     "bench comm: needs at least 2 ranks (start it with mpirun -np N)");
   COHORT_INPUT_CHECK(cfg.min_bytes >= 1 && cfg.max_bytes >= cfg.min_bytes,
                      "bench comm: sizes must satisfy 1 <= min <= max, got ", cfg.min_bytes,
                      " .. ", cfg.max_bytes);
@@ -130,57 +126,63 @@ nlohmann::ordered_json run_comm_bench(Communicator& c, const CommBenchConfig& cf
                      "bench comm: repeats and seconds must be positive");
   COHORT_INPUT_CHECK(cfg.peer.empty() || cfg.peer == "pytorch", "--peer: unknown peer '",
                      cfg.peer, "' (valid: pytorch)");
+}
 
-  std::vector<int64_t> sizes;  // bytes, whole floats
+// Message sizes in bytes, whole floats: min_bytes, x factor, up to max_bytes.
+std::vector<int64_t> message_sizes(const CommBenchConfig& cfg) {
+  std::vector<int64_t> sizes;
   for (int64_t b = cfg.min_bytes; b <= cfg.max_bytes; b *= cfg.factor)
     sizes.push_back((b + 3) / 4 * 4);
-  std::vector<float> buf(static_cast<size_t>(sizes.back() / 4));
+  return sizes;
+}
 
-  if (root)
-    std::fprintf(stderr, "bench comm: %d ranks, bus bandwidth GB/s = 2(N-1)/N * bytes / time\n", p);
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (int64_t bytes : sizes) {
-    const int64_t n = bytes / 4;
-    nlohmann::ordered_json row = {{"bytes", bytes}};
-    for (const Column& col : kColumns) {
-      use_timeout(c, col, cfg);
-      validate(c, buf.data(), n, col);
-    }
-    const std::vector<double> secs = time_columns(c, buf.data(), n, cfg);
-    for (size_t k = 0; k < secs.size(); ++k) {
-      row[std::string(kColumns[k].name) + "_gbps"] = busbw_gbps(p, bytes, secs[k]);
-      row[std::string(kColumns[k].name) + "_us"] = secs[k] * 1e6;
-    }
-    row["auto_runs"] = comm::algorithm_name(comm::choose_algorithm(size_t(bytes), p));
-    if (root)
-      std::fprintf(stderr, "  %10lld B: ring %.3f  tree %.3f  auto %.3f  mpi %.3f\n",
-                   (long long)bytes, row["ring_gbps"].get<double>(),
-                   row["tree_gbps"].get<double>(), row["auto_gbps"].get<double>(),
-                   row["mpi_gbps"].get<double>());
-    rows.push_back(row);
+// One size's row: every column validated, then timed; rank 0 prints it.
+nlohmann::ordered_json measure_size(Communicator& c, std::vector<float>& buf, int64_t bytes,
+                                    const CommBenchConfig& cfg) {
+  const int64_t n = bytes / 4;
+  nlohmann::ordered_json row = {{"bytes", bytes}};
+  for (const Column& col : kColumns) {
+    use_timeout(c, col, cfg);
+    validate(c, buf.data(), n, col);
   }
+  const std::vector<double> secs = time_columns(c, buf.data(), n, cfg);
+  for (size_t k = 0; k < secs.size(); ++k) {
+    row[std::string(kColumns[k].name) + "_gbps"] = busbw_gbps(c.size(), bytes, secs[k]);
+    row[std::string(kColumns[k].name) + "_us"] = secs[k] * 1e6;
+  }
+  row["auto_runs"] = comm::algorithm_name(comm::choose_algorithm(size_t(bytes), c.size()));
+  if (c.rank() == 0)
+    std::fprintf(stderr, "  %10lld B: ring %.3f  tree %.3f  auto %.3f  mpi %.3f\n",
+                 (long long)bytes, row["ring_gbps"].get<double>(),
+                 row["tree_gbps"].get<double>(), row["auto_gbps"].get<double>(),
+                 row["mpi_gbps"].get<double>());
+  return row;
+}
 
-  c.set_timeout(saved_timeout);
-  // gloo after cohort, on the same cores, while the other ranks sleep.
+// gloo after cohort, on the same cores: rank 0 runs the peer while the other
+// ranks sleep. Its JSON (null if not run); a failure goes to *error.
+nlohmann::json run_gloo(Communicator& c, const CommBenchConfig& cfg,
+                        const std::vector<int64_t>& sizes, std::string* error) {
   nlohmann::json gloo;
-  std::string peer_error;
-  if (!cfg.peer.empty()) {
-    if (root) {
-      std::string csv;
-      for (int64_t b : sizes) csv += (csv.empty() ? "" : ",") + std::to_string(b);
-      try {
-        if (!peer_available()) throw Error("python3 with torch not found (" + peer_python() + ")");
-        gloo = run_peer({"allreduce-bench", "--world", std::to_string(p), "--sizes", csv,
-                         "--iters", "100000", "--repeats", std::to_string(cfg.repeats),
-                         "--seconds", std::to_string(cfg.seconds)});
-      } catch (const Error& e) {
-        peer_error = e.what();
-        std::fprintf(stderr, "bench comm: gloo peer not measured: %s\n", e.what());
-      }
+  if (c.rank() == 0) {
+    std::string csv;
+    for (int64_t b : sizes) csv += (csv.empty() ? "" : ",") + std::to_string(b);
+    try {
+      if (!peer_available()) throw Error("python3 with torch not found (" + peer_python() + ")");
+      gloo = run_peer({"allreduce-bench", "--world", std::to_string(c.size()), "--sizes", csv,
+                       "--iters", "100000", "--repeats", std::to_string(cfg.repeats),
+                       "--seconds", std::to_string(cfg.seconds)});
+    } catch (const Error& e) {
+      *error = e.what();
+      std::fprintf(stderr, "bench comm: gloo peer not measured: %s\n", e.what());
     }
-    quiet_barrier(c);
   }
+  quiet_barrier(c);
+  return gloo;
+}
 
+// gloo's figures beside each row, and cohort's best against the best peer.
+void add_peer_figures(nlohmann::ordered_json& rows, const nlohmann::json& gloo) {
   for (auto& row : rows) {
     double peer = row["mpi_gbps"].get<double>();
     row["gloo_gbps"] = nullptr;  // stays null when gloo was not measured
@@ -197,6 +199,42 @@ nlohmann::ordered_json run_comm_bench(Communicator& c, const CommBenchConfig& cf
     row["best_peer_gbps"] = peer;
     row["ratio"] = best / peer;
   }
+}
+
+void print_table(const nlohmann::ordered_json& rows) {
+  std::fprintf(stderr, "\n%12s %8s %8s %8s %8s %8s %8s %8s %7s\n", "bytes", "ring", "tree",
+               "auto", "mpi", "gloo", "cohort", "peer", "ratio");
+  for (auto& row : rows) {
+    char gl[16] = "       -";
+    if (row["gloo_gbps"].is_number())
+      std::snprintf(gl, sizeof gl, "%8.3f", row["gloo_gbps"].get<double>());
+    std::fprintf(stderr, "%12lld %8.3f %8.3f %8.3f %8.3f %s %8.3f %8.3f %6.2fx\n",
+                 (long long)row["bytes"].get<int64_t>(), row["ring_gbps"].get<double>(),
+                 row["tree_gbps"].get<double>(), row["auto_gbps"].get<double>(),
+                 row["mpi_gbps"].get<double>(), gl, row["best_cohort_gbps"].get<double>(),
+                 row["best_peer_gbps"].get<double>(), row["ratio"].get<double>());
+  }
+}
+
+}  // namespace
+
+nlohmann::ordered_json run_comm_bench(Communicator& c, const CommBenchConfig& cfg) {
+  const int p = c.size();
+  const bool root = c.rank() == 0;
+  const double saved_timeout = c.timeout();
+  check_config(c, cfg);
+  const std::vector<int64_t> sizes = message_sizes(cfg);
+  std::vector<float> buf(static_cast<size_t>(sizes.back() / 4));
+
+  if (root)
+    std::fprintf(stderr, "bench comm: %d ranks, bus bandwidth GB/s = 2(N-1)/N * bytes / time\n", p);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (int64_t bytes : sizes) rows.push_back(measure_size(c, buf, bytes, cfg));
+  c.set_timeout(saved_timeout);
+  nlohmann::json gloo;
+  std::string peer_error;
+  if (!cfg.peer.empty()) gloo = run_gloo(c, cfg, sizes, &peer_error);
+  add_peer_figures(rows, gloo);
 
   nlohmann::ordered_json out = {{"event", "bench-comm"}, {"world", p},
                                 {"seconds_per_size", cfg.seconds}, {"repeats", cfg.repeats},
@@ -205,18 +243,7 @@ nlohmann::ordered_json run_comm_bench(Communicator& c, const CommBenchConfig& cf
   if (!peer_error.empty()) out["peer_error"] = peer_error;
   out["sizes"] = rows;
   if (root) {
-    std::fprintf(stderr, "\n%12s %8s %8s %8s %8s %8s %8s %8s %7s\n", "bytes", "ring", "tree",
-                 "auto", "mpi", "gloo", "cohort", "peer", "ratio");
-    for (auto& row : rows) {
-      char gl[16] = "       -";
-      if (row["gloo_gbps"].is_number())
-        std::snprintf(gl, sizeof gl, "%8.3f", row["gloo_gbps"].get<double>());
-      std::fprintf(stderr, "%12lld %8.3f %8.3f %8.3f %8.3f %s %8.3f %8.3f %6.2fx\n",
-                   (long long)row["bytes"].get<int64_t>(), row["ring_gbps"].get<double>(),
-                   row["tree_gbps"].get<double>(), row["auto_gbps"].get<double>(),
-                   row["mpi_gbps"].get<double>(), gl, row["best_cohort_gbps"].get<double>(),
-                   row["best_peer_gbps"].get<double>(), row["ratio"].get<double>());
-    }
+    print_table(rows);
     std::printf("%s\n", out.dump().c_str());
     std::fflush(stdout);
   }

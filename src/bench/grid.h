@@ -2,9 +2,11 @@
 // batch x repeat x threads per rank) as `cohort train` subprocesses, and the
 // same points with the PyTorch peer, then writes results/NAME/.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+// last_summary, which the train and parallel tests reach through this header.
+#include "bench/run_log.h"
 
 namespace cohort {
 
@@ -31,13 +33,7 @@ struct GridSpec {
 
 // Defaults, then bench/grids/GRID.json (or a path), then the flags.
 GridSpec resolve_grid(const GridFlags& flags);
-// Comma list of integers >= min; InputError naming `flag` otherwise.
-std::vector<int> parse_int_list(const std::string& s, const std::string& flag, int min = 1);
-// "a,b,,c" -> {a, b, c}.
-std::vector<std::string> parse_str_list(const std::string& s);
 // Runs the grid; returns the number of points that failed.
 int run_grid(const GridSpec& spec);
-// The last {"event":"summary"} object in `out` (empty object if none).
-nlohmann::json last_summary(const std::string& out);
 
 }  // namespace cohort

@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
+#include <ostream>
 #include <set>
 #include <tuple>
 
@@ -142,11 +144,17 @@ void write_results_csv(const std::string& dir, const std::vector<ordered_json>& 
   }
 }
 
-void write_report_md(const std::string& dir, const std::vector<ordered_json>& points) {
-  std::ofstream md(fs::path(dir) / "report.md");
-  const auto& f = points.front();
+namespace {
+
+bool has_peer(const std::vector<ordered_json>& points) {
   bool peer = false;
   for (auto& p : points) peer |= p.contains("pytorch_images_per_second") || p.contains("pytorch_error");
+  return peer;
+}
+
+// The title and how to read the tables.
+void write_intro(std::ostream& md, const std::string& dir, const std::vector<ordered_json>& points) {
+  const auto& f = points.front();
   md << "# cohort bench grid: " << fs::path(dir).filename().string() << "\n\n";
   md << points.size() << " point(s); data " << f.value("data", std::string("?")) << ", limit "
      << f.value("limit", 0) << " images, " << f.value("epochs", 0)
@@ -159,100 +167,121 @@ void write_report_md(const std::string& dir, const std::vector<ordered_json>& po
           "ideal this machine cannot reach: efficiency here shows what splitting one machine's "
           "work over N ranks keeps.";
   md << "\n\n";
+}
 
-  // Wall time of the points' subprocesses (start-up, data, training, test pass), per engine.
+// Wall time of the points' subprocesses (start-up, data, training, test pass), per engine.
+void write_wall_time(std::ostream& md, const std::vector<ordered_json>& points) {
   double wall_cohort = 0, wall_peer = 0;
   for (auto& p : points) {
     wall_cohort += p.value("cohort_wall_seconds", 0.0);
     wall_peer += p.value("pytorch_wall_seconds", 0.0);
   }
-  if (wall_cohort > 0) {
-    char line[200];
-    std::snprintf(line, sizeof line, "Wall time of the points: cohort %.1f min", wall_cohort / 60);
+  if (wall_cohort <= 0) return;
+  char line[200];
+  std::snprintf(line, sizeof line, "Wall time of the points: cohort %.1f min", wall_cohort / 60);
+  md << line;
+  if (wall_peer > 0) {
+    std::snprintf(line, sizeof line, ", PyTorch %.1f min, together %.1f min",
+                  wall_peer / 60, (wall_cohort + wall_peer) / 60);
     md << line;
-    if (wall_peer > 0) {
-      std::snprintf(line, sizeof line, ", PyTorch %.1f min, together %.1f min",
-                    wall_peer / 60, (wall_cohort + wall_peer) / 60);
-      md << line;
-    }
-    md << " (each point's processes from start to exit).\n\n";
   }
+  md << " (each point's processes from start to exit).\n\n";
+}
 
-  md << "## Throughput and scaling\n\n";
-  md << "| model | batch | repeat | workers x threads | cohort img/s | "
-     << (peer ? "PyTorch img/s | cohort/PyTorch | " : "") << "cohort speed-up | cohort eff. | "
-     << (peer ? "PyTorch speed-up | PyTorch eff. | " : "") << "\n|";
-  const int ncol = 7 + (peer ? 4 : 0);
+// A column of the point tables: its header, the point's field, that field's
+// printf format (nullptr: a percentage), and whether only runs with the peer have it.
+struct Column {
+  const char* head;
+  const char* key;
+  const char* fmt;
+  bool peer;
+};
+
+// One Markdown table, a row per point: model, batch, repeat, workers x
+// threads, then `cols` (the peer's only where the grid ran the peer).
+void write_table(std::ostream& md, const std::vector<ordered_json>& points, bool peer,
+                 std::initializer_list<Column> cols) {
+  md << "| model | batch | repeat | workers x threads | ";
+  int ncol = 4;
+  for (const Column& c : cols)
+    if (peer || !c.peer) {
+      md << c.head << " | ";
+      ++ncol;
+    }
+  md << "\n|";
   for (int i = 0; i < ncol; ++i) md << "---|";
   md << "\n";
   for (auto& p : points) {
     md << "| " << p.value("model", std::string()) << " | " << p.value("batch", 0) << " | "
        << p.value("repeat", 0) << " | " << p.value("workers", 0) << " x "
-       << p.value("threads_per_rank", 1) << " | " << num(p, "cohort_images_per_second", "%.0f")
-       << " | ";
-    if (peer)
-      md << num(p, "pytorch_images_per_second", "%.0f") << " | " << num(p, "ratio", "%.2fx")
-         << " | ";
-    md << num(p, "cohort_speedup", "%.2fx") << " | " << pct(p, "cohort_efficiency") << " | ";
-    if (peer) md << num(p, "pytorch_speedup", "%.2fx") << " | " << pct(p, "pytorch_efficiency") << " | ";
+       << p.value("threads_per_rank", 1) << " | ";
+    for (const Column& c : cols)
+      if (peer || !c.peer) md << (c.fmt ? num(p, c.key, c.fmt) : pct(p, c.key)) << " | ";
     md << "\n";
   }
+}
 
+void write_tables(std::ostream& md, const std::vector<ordered_json>& points, bool peer) {
+  md << "## Throughput and scaling\n\n";
+  write_table(md, points, peer,
+              {{"cohort img/s", "cohort_images_per_second", "%.0f", false},
+               {"PyTorch img/s", "pytorch_images_per_second", "%.0f", true},
+               {"cohort/PyTorch", "ratio", "%.2fx", true},
+               {"cohort speed-up", "cohort_speedup", "%.2fx", false},
+               {"cohort eff.", "cohort_efficiency", nullptr, false},
+               {"PyTorch speed-up", "pytorch_speedup", "%.2fx", true},
+               {"PyTorch eff.", "pytorch_efficiency", nullptr, true}});
   md << "\n## First and second epoch\n\n";
-  md << "| model | batch | repeat | workers x threads | cohort epoch 1 s | cohort epoch 2 s | "
-        "cohort epoch 1 img/s | cohort epoch 2 img/s | "
-     << (peer ? "PyTorch epoch 1 s | PyTorch epoch 2 s | " : "") << "\n|";
-  for (int i = 0; i < 8 + (peer ? 2 : 0); ++i) md << "---|";
-  md << "\n";
-  for (auto& p : points) {
-    md << "| " << p.value("model", std::string()) << " | " << p.value("batch", 0) << " | "
-       << p.value("repeat", 0) << " | " << p.value("workers", 0) << " x "
-       << p.value("threads_per_rank", 1) << " | " << num(p, "cohort_epoch1_seconds", "%.2f")
-       << " | " << num(p, "cohort_epoch2_seconds", "%.2f") << " | "
-       << num(p, "cohort_epoch1_ips", "%.0f") << " | " << num(p, "cohort_epoch2_ips", "%.0f")
-       << " | ";
-    if (peer)
-      md << num(p, "pytorch_epoch1_seconds", "%.2f") << " | "
-         << num(p, "pytorch_epoch2_seconds", "%.2f") << " | ";
-    md << "\n";
-  }
-
+  write_table(md, points, peer,
+              {{"cohort epoch 1 s", "cohort_epoch1_seconds", "%.2f", false},
+               {"cohort epoch 2 s", "cohort_epoch2_seconds", "%.2f", false},
+               {"cohort epoch 1 img/s", "cohort_epoch1_ips", "%.0f", false},
+               {"cohort epoch 2 img/s", "cohort_epoch2_ips", "%.0f", false},
+               {"PyTorch epoch 1 s", "pytorch_epoch1_seconds", "%.2f", true},
+               {"PyTorch epoch 2 s", "pytorch_epoch2_seconds", "%.2f", true}});
   md << "\n## Step time split (cohort, per step on rank 0), memory and accuracy\n\n";
-  md << "| model | batch | repeat | workers x threads | step ms | compute ms | communication ms | "
-        "data ms | peak MB per rank | cohort accuracy | "
-     << (peer ? "PyTorch accuracy | " : "") << "\n|";
-  for (int i = 0; i < 10 + (peer ? 1 : 0); ++i) md << "---|";
-  md << "\n";
-  for (auto& p : points) {
-    md << "| " << p.value("model", std::string()) << " | " << p.value("batch", 0) << " | "
-       << p.value("repeat", 0) << " | " << p.value("workers", 0) << " x "
-       << p.value("threads_per_rank", 1) << " | " << num(p, "cohort_step_ms", "%.2f") << " | "
-       << num(p, "cohort_compute_ms", "%.2f") << " | " << num(p, "cohort_comm_ms", "%.2f")
-       << " | " << num(p, "cohort_data_ms", "%.2f") << " | "
-       << num(p, "cohort_peak_memory_mb", "%.0f") << " | "
-       << num(p, "cohort_test_accuracy", "%.4f") << " | ";
-    if (peer) md << num(p, "pytorch_test_accuracy", "%.4f") << " | ";
-    md << "\n";
-  }
+  write_table(md, points, peer,
+              {{"step ms", "cohort_step_ms", "%.2f", false},
+               {"compute ms", "cohort_compute_ms", "%.2f", false},
+               {"communication ms", "cohort_comm_ms", "%.2f", false},
+               {"data ms", "cohort_data_ms", "%.2f", false},
+               {"peak MB per rank", "cohort_peak_memory_mb", "%.0f", false},
+               {"cohort accuracy", "cohort_test_accuracy", "%.4f", false},
+               {"PyTorch accuracy", "pytorch_test_accuracy", "%.4f", true}});
+}
 
+void write_failures(std::ostream& md, const std::vector<ordered_json>& points) {
   bool errors = false;
   for (auto& p : points) errors |= p.contains("cohort_error") || p.contains("pytorch_error");
-  if (errors) {
-    md << "\n## Failed runs\n\n";
-    for (auto& p : points) {
-      for (const char* k : {"cohort_error", "pytorch_error"})
-        if (p.contains(k))
-          md << "- point " << p.value("point", 0) << " (" << p.value("model", std::string())
-             << ", batch " << p.value("batch", 0) << ", repeat " << p.value("repeat", 0)
-             << ", " << p.value("workers", 0) << " worker(s)): " << k << ": "
-             << p[k].get<std::string>() << "\n";
-    }
+  if (!errors) return;
+  md << "\n## Failed runs\n\n";
+  for (auto& p : points) {
+    for (const char* k : {"cohort_error", "pytorch_error"})
+      if (p.contains(k))
+        md << "- point " << p.value("point", 0) << " (" << p.value("model", std::string())
+           << ", batch " << p.value("batch", 0) << ", repeat " << p.value("repeat", 0) << ", "
+           << p.value("workers", 0) << " worker(s)): " << k << ": " << p[k].get<std::string>()
+           << "\n";
   }
+}
 
+void write_plot_links(std::ostream& md) {
   md << "\n## Plots\n\n";
   for (const char* png : {"ips_vs_workers.png", "scaling.png", "epoch_time_vs_size.png",
                           "first_vs_second_epoch.png"})
     md << "![" << png << "](" << png << ")\n\n";
+}
+
+}  // namespace
+
+void write_report_md(const std::string& dir, const std::vector<ordered_json>& points) {
+  std::ofstream md(fs::path(dir) / "report.md");
+  const bool peer = has_peer(points);
+  write_intro(md, dir, points);
+  write_wall_time(md, points);
+  write_tables(md, points, peer);
+  write_failures(md, points);
+  write_plot_links(md);
 }
 
 bool draw_plots(const std::string& dir) {

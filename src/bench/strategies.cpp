@@ -12,14 +12,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/cpus.h"
-#include "bench/grid.h"
+#include "bench/flag_lists.h"
 #include "bench/peer.h"
 #include "bench/progress.h"
+#include "bench/run_log.h"
 #include "bench/strategies_table.h"
 #include "bench/subprocess.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "nn/models/zoo.h"
+#include "parallel/registry.h"
 
 namespace cohort {
 
@@ -46,49 +48,9 @@ void add_strategies_options(CLI::App& cmd, StrategiesConfig& cfg) {
 
 namespace {
 
-// One row of the table: how to start it and how it divides G and the CPUs.
-struct Row {
-  std::string name;                // --only key
-  std::string label;               // the table's first column
-  std::string engine;              // cohort | pytorch
-  int ranks;                       // processes
-  int data_ranks;                  // ranks that each take G / data_ranks images a step
-  int micro;                       // micro-batches a rank's batch is cut into
-  bool own_threads;                // one process whose threads split the CPUs (replicas, Pipe)
-  std::vector<std::string> flags;  // the strategy's own flags
-  std::string versus;              // for PyTorch rows: the cohort row it is compared with
-};
+// A row of the table, as its strategy family declares it (parallel/registry.h).
+using Row = BenchRow;
 
-// clang-format off
-std::vector<Row> all_rows() {
-  return {
-      {"single", "cohort single process", "cohort", 1, 1, 1, true,
-       {"--parallel", "none"}, ""},
-      {"replicas", "cohort replicas (DataParallel-style)", "cohort", 1, 1, 1, true,
-       {"--parallel", "replicas", "--replicas", "2"}, ""},
-      {"dp", "cohort dp (all-reduce)", "cohort", 2, 2, 1, false,
-       {"--workers", "2", "--parallel", "dp"}, ""},
-      {"ps-sync", "cohort ps sync (2 workers + 1 server)", "cohort", 3, 2, 1, false,
-       {"--workers", "3", "--parallel", "ps", "--servers", "1", "--ps-mode", "sync"}, ""},
-      {"ps-async", "cohort ps async (2 workers + 1 server)", "cohort", 3, 2, 1, false,
-       {"--workers", "3", "--parallel", "ps", "--servers", "1", "--ps-mode", "async"}, ""},
-      {"mp", "cohort mp (2 stages)", "cohort", 2, 1, 1, false,
-       {"--parallel", "mp", "--stages", "2"}, ""},
-      {"pp-gpipe", "cohort pp GPipe (2 stages x 4 micro)", "cohort", 2, 1, 4, false,
-       {"--parallel", "pp", "--stages", "2", "--micro-batches", "4", "--schedule", "gpipe"}, ""},
-      {"pp-1f1b", "cohort pp 1F1B (2 stages x 4 micro)", "cohort", 2, 1, 4, false,
-       {"--parallel", "pp", "--stages", "2", "--micro-batches", "4", "--schedule", "1f1b"}, ""},
-      {"hybrid", "cohort hybrid (dp 2 x pp 2, 2 micro)", "cohort", 4, 2, 2, false,
-       {"--parallel", "hybrid", "--dp", "2", "--stages", "2", "--micro-batches", "2"}, ""},
-      {"pytorch-single", "PyTorch single process", "pytorch", 1, 1, 1, true,
-       {}, "single"},
-      {"pytorch-ddp", "PyTorch DDP (gloo)", "pytorch", 2, 2, 1, false,
-       {"--world", "2"}, "dp"},
-      {"pytorch-pipe", "PyTorch Pipe (1 process, 2 partitions x 4 micro)", "pytorch", 1, 1, 4, true,
-       {"--pipe-stages", "2", "--micro-batches", "4"}, "pp-gpipe"},
-  };
-}
-// clang-format on
 
 // Enough images for two steady epochs, few enough to finish in minutes on 2
 // vCPUs (a ResNet row also spends about a minute on its one 2,000-image test pass).
@@ -103,8 +65,8 @@ int default_limit(const std::string& model) {
 // of batch at 32x32 (15 GB at 128), so rows of 2-4 ranks at 128 outgrow 24 GB.
 int default_batch(const std::string& model) { return model.rfind("resnet", 0) == 0 ? 64 : 128; }
 
-// The flags, checked; the rows to run, in table order.
-std::vector<Row> select_rows(const StrategiesConfig& cfg) {
+// The flags that do not depend on the rows, checked.
+void check_flags(const StrategiesConfig& cfg) {
   COHORT_INPUT_CHECK(cfg.balance == "params" || cfg.balance == "time",
                      "--balance: unknown choice '", cfg.balance, "' (valid: params, time)");
   nn::find_model(cfg.model);  // throws the zoo's one-line error naming --model
@@ -119,26 +81,26 @@ std::vector<Row> select_rows(const StrategiesConfig& cfg) {
                      cfg.row_timeout);
   COHORT_INPUT_CHECK(cfg.peer == "pytorch" || cfg.peer == "none", "--peer: unknown peer '",
                      cfg.peer, "' (valid: pytorch, none)");
-  std::vector<Row> rows = all_rows();
-  if (!cfg.only.empty()) {
-    std::vector<Row> picked;
-    for (auto& name : parse_str_list(cfg.only)) {
-      auto it =
-          std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name == name; });
-      std::string valid;
-      for (auto& r : rows) valid += (valid.empty() ? "" : ", ") + r.name;
-      COHORT_INPUT_CHECK(it != rows.end(), "--only: unknown row '", name, "' (valid: ", valid, ")");
-      COHORT_INPUT_CHECK(it->engine == "cohort" || cfg.peer == "pytorch", "--only ", name,
-                         " needs --peer pytorch");
-      picked.push_back(*it);
-    }
-    COHORT_INPUT_CHECK(!picked.empty(), "--only: empty list");
-    rows = picked;
-  } else if (cfg.peer == "none") {
-    rows.erase(std::remove_if(rows.begin(), rows.end(),
-                              [](const Row& r) { return r.engine == "pytorch"; }),
-               rows.end());
+}
+
+// The rows --only names, in its order.
+std::vector<Row> only_rows(const std::vector<Row>& rows, const StrategiesConfig& cfg) {
+  std::vector<Row> picked;
+  for (auto& name : parse_str_list(cfg.only)) {
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.name == name; });
+    std::string valid;
+    for (auto& r : rows) valid += (valid.empty() ? "" : ", ") + r.name;
+    COHORT_INPUT_CHECK(it != rows.end(), "--only: unknown row '", name, "' (valid: ", valid, ")");
+    COHORT_INPUT_CHECK(it->engine == "cohort" || cfg.peer == "pytorch", "--only ", name,
+                       " needs --peer pytorch");
+    picked.push_back(*it);
   }
+  COHORT_INPUT_CHECK(!picked.empty(), "--only: empty list");
+  return picked;
+}
+
+// What the chosen rows ask of --batch and of the peer, checked.
+void check_rows(const std::vector<Row>& rows, const StrategiesConfig& cfg) {
   COHORT_INPUT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
   for (auto& r : rows) {
     const int unit = r.data_ranks * r.micro;
@@ -155,30 +117,21 @@ std::vector<Row> select_rows(const StrategiesConfig& cfg) {
     COHORT_INPUT_CHECK(peer_available(), "--peer pytorch: ", peer_python(),
                        " cannot import torch (or ", peer_script(), " is missing)");
   }
-  return rows;
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// Why a run failed, from its log: the last error line cohort, the peer or
-// Python wrote; else mpirun's line naming the rank that died; else the last
-// line that is neither output JSON nor mpirun's banner.
-std::string failure_line(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, last, died, error;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '{' || line[0] == '-' || line.rfind("$ ", 0) == 0) continue;
-    last = line;
-    const std::string head = line.substr(0, line.find(": "));
-    const bool python = head.size() < line.size() && head.find(' ') == std::string::npos &&
-                        (ends_with(head, "Error") || ends_with(head, "Exception"));
-    if (line.rfind("cohort:", 0) == 0 || line.rfind("pytorch_peer: error", 0) == 0 || python)
-      error = line;
-    if (line.find("exited on signal") != std::string::npos) died = line;
+// The flags, checked; the rows to run, in table order.
+std::vector<Row> select_rows(const StrategiesConfig& cfg) {
+  check_flags(cfg);
+  std::vector<Row> rows = StrategyRegistry().bench_rows();
+  if (!cfg.only.empty()) {
+    rows = only_rows(rows, cfg);
+  } else if (cfg.peer == "none") {
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [](const Row& r) { return r.engine == "pytorch"; }),
+               rows.end());
   }
-  return !error.empty() ? error : !died.empty() ? died : last;
+  check_rows(rows, cfg);
+  return rows;
 }
 
 // The command a row runs, wrapped in coreutils `timeout` so a stuck row ends.
@@ -213,10 +166,8 @@ std::vector<std::string> row_command(const Row& r, const StrategiesConfig& cfg, 
   return args;
 }
 
-// Runs one row; its record for results.jsonl.
-ordered_json run_row(const Row& r, const StrategiesConfig& cfg, int limit, int cores,
-                     const fs::path& dir) {
-  const int threads = r.own_threads ? cores : threads_per_rank(r.ranks, cores);
+// A row's record before it runs: what it is.
+ordered_json row_record(const Row& r, const StrategiesConfig& cfg, int limit, int threads) {
   ordered_json rec = {{"name", r.name},
                       {"label", r.label},
                       {"engine", r.engine},
@@ -229,40 +180,34 @@ ordered_json run_row(const Row& r, const StrategiesConfig& cfg, int limit, int c
                       {"limit", limit},
                       {"epochs", cfg.epochs}};
   if (r.engine == "cohort") rec["flags"] = r.flags;
-  const fs::path log = dir / "logs" / (r.name + ".log");
-  fs::remove(log);
-  const Timer wall;
-  int rc = 0;
-  const std::string out = run_capture(row_command(r, cfg, limit, threads), log, &rc);
-  rec["wall_seconds"] = wall.seconds();
-  const json s = last_summary(out);
-  if (rc != 0 || s.empty()) {
-    rec["status"] = "failed";
-    const bool timed_out =
-        rc == 124 || (rc == 137 && rec["wall_seconds"].get<double>() >= cfg.row_timeout);
-    rec["error"] = timed_out ? "timed out after " + std::to_string(cfg.row_timeout) + " s"
-                             : "exit " + std::to_string(rc) +
-                                   (rc == 137 ? " (SIGKILL: out of memory?)" : "") + ": " +
-                                   failure_line(log);
-    return rec;
-  }
-  rec["status"] = "ok";
-  const auto es = s.value("epoch_seconds", json::array());
-  const auto ei = s.value("epoch_images_per_second", json::array());
-  rec["epoch_seconds"] = es;
+  return rec;
+}
+
+// Why a run failed: timed out, or its exit status and the log's reason.
+std::string row_error(const TrainRun& run, const StrategiesConfig& cfg, const fs::path& log) {
+  const int rc = run.rc;
+  const bool timed_out = rc == 124 || (rc == 137 && run.wall_seconds >= cfg.row_timeout);
+  if (timed_out) return "timed out after " + std::to_string(cfg.row_timeout) + " s";
+  return "exit " + std::to_string(rc) + (rc == 137 ? " (SIGKILL: out of memory?)" : "") + ": " +
+         read_log_tail(log).failure();
+}
+
+// The summary's figures, into an ok row's record.
+void add_summary(ordered_json& rec, const json& s, const StrategiesConfig& cfg) {
+  const SummaryFigures f = summary_figures(s);
+  const json& ei = f.epoch_images_per_second;
+  rec["epoch_seconds"] = f.epoch_seconds;
   rec["epoch_images_per_second"] = ei;
   // The last epoch is the steady one (the first pays for warm-up).
   rec["images_per_second"] =
       ei.empty() ? s.value("images_per_second", 0.0) : ei.back().get<double>();
   rec["mean_images_per_second"] = s.value("images_per_second", 0.0);
-  if (s.contains("step_seconds")) {
-    const json& st = s["step_seconds"];
-    const double total = st.value("total", 0.0), compute = st.value("compute", 0.0);
-    rec["step_ms"] = {{"total", 1e3 * total},
-                      {"compute", 1e3 * compute},
-                      {"communication", 1e3 * st.value("communication", 0.0)},
-                      {"data", 1e3 * st.value("data", 0.0)}};
-    if (total > 0) rec["utilization"] = compute / total;
+  if (f.step) {
+    rec["step_ms"] = {{"total", 1e3 * f.step->total},
+                      {"compute", 1e3 * f.step->compute},
+                      {"communication", 1e3 * f.step->communication},
+                      {"data", 1e3 * f.step->data}};
+    if (f.step->total > 0) rec["utilization"] = f.step->compute / f.step->total;
   }
   if (s.value("communication_in_compute", false)) rec["communication_in_compute"] = true;
   for (const char* k : {"peak_memory_mb", "test_accuracy", "world_size", "torch"})
@@ -271,6 +216,24 @@ ordered_json run_row(const Row& r, const StrategiesConfig& cfg, int limit, int c
     rec["reported_global_batch"] = s["global_batch"];
   for (const char* k : {"pipeline", "ps"})
     if (s.contains(k) && !s[k].is_null()) rec[k] = s[k];
+}
+
+// Runs one row; its record for results.jsonl.
+ordered_json run_row(const Row& r, const StrategiesConfig& cfg, int limit, int cores,
+                     const fs::path& dir) {
+  const int threads = r.own_threads ? cores : threads_per_rank(r.ranks, cores);
+  ordered_json rec = row_record(r, cfg, limit, threads);
+  const fs::path log = dir / "logs" / (r.name + ".log");
+  fs::remove(log);
+  const TrainRun run = run_training(row_command(r, cfg, limit, threads), log);
+  rec["wall_seconds"] = run.wall_seconds;
+  if (!run.ok()) {
+    rec["status"] = "failed";
+    rec["error"] = row_error(run, cfg, log);
+    return rec;
+  }
+  rec["status"] = "ok";
+  add_summary(rec, run.summary, cfg);
   return rec;
 }
 
@@ -311,6 +274,52 @@ std::string now_utc() {
   return buf;
 }
 
+// Runs the rows in table order and counts those that failed. Every record so
+// far is written after each row, so a stopped run keeps what it measured.
+std::vector<ordered_json> run_rows(const std::vector<Row>& rows, const StrategiesConfig& cfg,
+                                   int limit, int cores, const fs::path& dir, int* failed) {
+  const Timer timer;
+  std::vector<ordered_json> recs;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    progress("strategies", i, rows.size(), double(i), double(rows.size()), timer.seconds(),
+             "running " + rows[i].name);
+    recs.push_back(run_row(rows[i], cfg, limit, cores, dir));
+    if (recs.back()["status"] != "ok") {
+      ++*failed;
+      std::fprintf(stderr, "strategies: %s failed: %s\n", rows[i].name.c_str(),
+                   recs.back()["error"].get<std::string>().c_str());
+    }
+    add_ratios(recs, rows);
+    std::ofstream jl(dir / "results.jsonl");
+    for (auto& r : recs) jl << r.dump() << "\n";
+  }
+  progress("strategies", rows.size(), rows.size(), 1, 1, timer.seconds(), "done");
+  return recs;
+}
+
+// The command that repeats the run, for report.md.
+std::string command_line(const StrategiesConfig& cfg, int limit) {
+  return "cohort bench strategies --model " + cfg.model + " --data " + cfg.data + " --batch " +
+         std::to_string(cfg.batch) + " --limit " + std::to_string(limit) + " --epochs " +
+         std::to_string(cfg.epochs) + " --peer " + cfg.peer + " --balance " + cfg.balance +
+         (cfg.only.empty() ? "" : " --only " + cfg.only);
+}
+
+// report.md, then the table and one JSON line on stdout.
+void write_outputs(const std::vector<ordered_json>& recs, const TableInfo& info, int failed,
+                   const fs::path& dir) {
+  const std::string table = strategies_table(recs, info);
+  std::ofstream(dir / "report.md") << strategies_report(recs, info, table);
+  std::printf("%s", table.c_str());
+  ordered_json ev = {{"event", "strategies"}, {"model", info.model},
+                     {"data", info.data},      {"global_batch", info.global_batch},
+                     {"limit", info.limit},    {"epochs", info.epochs},
+                     {"cores", info.cores},    {"rows", recs},
+                     {"failed", failed},       {"out", dir.string()}};
+  std::printf("%s\n", ev.dump().c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int run_strategies(const StrategiesConfig& flags) {
@@ -329,42 +338,12 @@ int run_strategies(const StrategiesConfig& flags) {
                cfg.model.c_str(), cfg.batch, limit, cfg.epochs, rows.size(), cores, dir.c_str());
 
   const std::string load_before = load_average();
-  const Timer timer;
-  std::vector<ordered_json> recs;
   int failed = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    progress("strategies", i, rows.size(), double(i), double(rows.size()), timer.seconds(),
-             "running " + rows[i].name);
-    recs.push_back(run_row(rows[i], cfg, limit, cores, dir));
-    if (recs.back()["status"] != "ok") {
-      ++failed;
-      std::fprintf(stderr, "strategies: %s failed: %s\n", rows[i].name.c_str(),
-                   recs.back()["error"].get<std::string>().c_str());
-    }
-    add_ratios(recs, rows);
-    // Written after every row, so a stopped run keeps what it measured.
-    std::ofstream jl(dir / "results.jsonl");
-    for (auto& r : recs) jl << r.dump() << "\n";
-  }
-  progress("strategies", rows.size(), rows.size(), 1, 1, timer.seconds(), "done");
-
-  std::string command = "cohort bench strategies --model " + cfg.model + " --data " + cfg.data +
-                        " --batch " + std::to_string(cfg.batch) + " --limit " +
-                        std::to_string(limit) + " --epochs " + std::to_string(cfg.epochs) +
-                        " --peer " + cfg.peer + " --balance " + cfg.balance +
-                        (cfg.only.empty() ? "" : " --only " + cfg.only);
-  TableInfo info{cfg.model, cfg.data, cfg.batch, limit,       cfg.epochs,
-                 cores,     command,  now_utc(), load_before, load_average()};
-  const std::string table = strategies_table(recs, info);
-  std::ofstream(dir / "report.md") << strategies_report(recs, info, table);
-  std::printf("%s", table.c_str());
-  ordered_json ev = {{"event", "strategies"}, {"model", cfg.model},
-                     {"data", cfg.data},      {"global_batch", cfg.batch},
-                     {"limit", limit},        {"epochs", cfg.epochs},
-                     {"cores", cores},        {"rows", recs},
-                     {"failed", failed},      {"out", dir.string()}};
-  std::printf("%s\n", ev.dump().c_str());
-  std::fflush(stdout);
+  const std::vector<ordered_json> recs = run_rows(rows, cfg, limit, cores, dir, &failed);
+  const TableInfo info{cfg.model, cfg.data,  cfg.batch,   limit,         cfg.epochs,
+                       cores,     command_line(cfg, limit), now_utc(), load_before,
+                       load_average()};
+  write_outputs(recs, info, failed, dir);
   std::fprintf(stderr,
                "cohort bench strategies: %zu row(s), %d failed; wrote %s/{results.jsonl,"
                "report.md}\n",

@@ -12,12 +12,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "core/cpus.h"
-#include "bench/grid.h"
+#include "bench/flag_lists.h"
+#include "bench/run_log.h"
 #include "bench/subprocess.h"
 #include "core/error.h"
 #include "nn/models/zoo.h"
@@ -48,6 +48,11 @@ struct Candidate {
   std::string error;              // non-empty: the run failed
 };
 
+// The flags' lists, sorted, without repeats.
+struct Space {
+  std::vector<int> processes, threads, batch;
+};
+
 // Sorted, without repeats.
 std::vector<int> int_set(const std::string& s, const std::string& flag) {
   std::vector<int> v = parse_int_list(s, flag);
@@ -56,29 +61,18 @@ std::vector<int> int_set(const std::string& s, const std::string& flag) {
   return v;
 }
 
-// The last line a failed run wrote to its log, other than run_capture's "$ command".
-std::string last_log_line(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty() && line.rfind("$ ", 0) != 0) last = line;
-  return last;
-}
-
 // Every (processes, threads, batch) whose processes x threads fits in `cpus`;
 // the pairs that do not are named on stderr.
-std::vector<Candidate> candidates(const std::vector<int>& processes,
-                                  const std::vector<int>& threads, const std::vector<int>& batch,
-                                  int cpus) {
+std::vector<Candidate> candidates(const Space& space, int cpus) {
   std::vector<Candidate> cands;
   std::string skipped;
-  for (int p : processes)
-    for (int t : threads) {
+  for (int p : space.processes)
+    for (int t : space.threads) {
       if (p * t > cpus) {
         skipped += (skipped.empty() ? "" : ", ") + std::to_string(p) + "x" + std::to_string(t);
         continue;
       }
-      for (int b : batch) cands.push_back({p, t, b, 0.0, ""});
+      for (int b : space.batch) cands.push_back({p, t, b, 0.0, ""});
     }
   COHORT_INPUT_CHECK(!cands.empty(),
                      "--processes/--threads: no pair has processes x threads <= ", cpus,
@@ -118,7 +112,7 @@ void measure(Candidate& c, const TuneConfig& cfg, const fs::path& log) {
   }
   c.ips = 0;
   c.error = "exit " + std::to_string(rc);
-  const std::string why = last_log_line(log);
+  const std::string why = read_log_tail(log).last;
   if (!why.empty()) c.error += ": " + why;
 }
 
@@ -155,28 +149,26 @@ ordered_json to_json(const Candidate& c, double best) {
   return j;
 }
 
-}  // namespace
-
-int run_tune(const TuneConfig& cfg) {
+// The flags, checked.
+Space check_flags(const TuneConfig& cfg) {
   nn::find_model(cfg.model);  // throws the zoo's one-line error naming --model
-  const std::vector<int> processes = int_set(cfg.processes, "--processes");
-  const std::vector<int> threads = int_set(cfg.threads, "--threads");
-  const std::vector<int> batch = int_set(cfg.batch, "--batch");
+  Space space{int_set(cfg.processes, "--processes"), int_set(cfg.threads, "--threads"),
+              int_set(cfg.batch, "--batch")};
   COHORT_INPUT_CHECK(cfg.steps >= 1, "--steps must be at least 1, got ", cfg.steps);
   COHORT_INPUT_CHECK(cfg.warmup >= 1, "--warmup must be at least 1, got ", cfg.warmup);
   COHORT_INPUT_CHECK(cfg.rounds >= 1, "--rounds must be at least 1, got ", cfg.rounds);
   COHORT_INPUT_CHECK(cfg.cpus >= 0, "--cpus must be 0 (this machine's) or more, got ", cfg.cpus);
 #if !COHORT_WITH_MPI
-  COHORT_INPUT_CHECK(processes.back() == 1, "--processes ", processes.back(),
+  COHORT_INPUT_CHECK(space.processes.back() == 1, "--processes ", space.processes.back(),
                      ": this build has no MPI (configure with -DCOHORT_MPI=ON)");
 #endif
-  const int cpus = cfg.cpus > 0 ? cfg.cpus : usable_cpus();
+  return space;
+}
 
-  std::vector<Candidate> cands = candidates(processes, threads, batch, cpus);
-  const fs::path logs = fs::temp_directory_path() / ("cohort-tune-" + std::to_string(getpid()));
-  fs::create_directories(logs);
-  // Round by round rather than candidate by candidate, so a burst of load from
-  // elsewhere on the machine costs one measurement of each, not all of one.
+// Measures every candidate that has not failed, cfg.rounds times. Round by
+// round rather than candidate by candidate, so a burst of load from elsewhere
+// on the machine costs one measurement of each, not all of one.
+void run_rounds(std::vector<Candidate>& cands, const TuneConfig& cfg, const fs::path& logs) {
   for (int round = 1; round <= cfg.rounds; ++round)
     for (size_t i = 0; i < cands.size(); ++i) {
       Candidate& c = cands[i];
@@ -193,17 +185,14 @@ int run_tune(const TuneConfig& cfg) {
       else
         std::fprintf(stderr, "failed (%s)\n", c.error.c_str());
     }
+}
 
-  // Fastest first; failed ones (ips 0) last, in the order they ran.
-  std::stable_sort(cands.begin(), cands.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.ips > b.ips; });
+// The one JSON line of the result; `cands` fastest first.
+ordered_json result_json(const std::vector<Candidate>& cands, const TuneConfig& cfg, int cpus,
+                         const fs::path& logs) {
   const Candidate& top = cands.front();
-  const bool any = top.error.empty();
-  const bool all_ok = cands.back().error.empty();
-  print_table(cands, cfg.model, cpus, logs);
-
   ordered_json best = nullptr;
-  if (any)
+  if (top.error.empty())
     best = {{"processes", top.processes},
             {"threads", top.threads},
             {"batch", top.batch},
@@ -213,8 +202,27 @@ int run_tune(const TuneConfig& cfg) {
   ordered_json out = {{"event", "tune"},    {"model", cfg.model},   {"cpus", cpus},
                       {"steps", cfg.steps}, {"rounds", cfg.rounds}, {"best", best},
                       {"candidates", all}};
-  if (!all_ok) out["logs"] = logs.string();
-  std::printf("%s\n", out.dump().c_str());
+  if (!cands.back().error.empty()) out["logs"] = logs.string();
+  return out;
+}
+
+}  // namespace
+
+int run_tune(const TuneConfig& cfg) {
+  const Space space = check_flags(cfg);
+  const int cpus = cfg.cpus > 0 ? cfg.cpus : usable_cpus();
+  std::vector<Candidate> cands = candidates(space, cpus);
+  const fs::path logs = fs::temp_directory_path() / ("cohort-tune-" + std::to_string(getpid()));
+  fs::create_directories(logs);
+  run_rounds(cands, cfg, logs);
+
+  // Fastest first; failed ones (ips 0) last, in the order they ran.
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.ips > b.ips; });
+  const bool any = cands.front().error.empty();
+  const bool all_ok = cands.back().error.empty();
+  print_table(cands, cfg.model, cpus, logs);
+  std::printf("%s\n", result_json(cands, cfg, cpus, logs).dump().c_str());
   std::fflush(stdout);
   if (all_ok) fs::remove_all(logs);
   if (!any) {

@@ -6,13 +6,14 @@
 
 namespace cohort {
 
-// The registrations, in --parallel's listing order.
+// The registrations, in the order of --parallel's help and of the rows of
+// `cohort bench strategies`.
 StrategyRegistry::StrategyRegistry() {
   families_.push_back(local_family());
-  families_.push_back(data_parallel_family());
   families_.push_back(replicas_family());
-  families_.push_back(pipeline_family());
+  families_.push_back(data_parallel_family());
   families_.push_back(parameter_server_family());
+  families_.push_back(pipeline_family());
 }
 
 void StrategyRegistry::add_flags(CLI::App& app) {
