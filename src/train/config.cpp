@@ -21,7 +21,7 @@ std::string TrainConfig::describe() const {
      << "\n--ps-mode " << ps_mode << "\n--staleness " << staleness << "\n--allreduce " << allreduce << "\n--bucket-mb "
      << bucket_mb << "\n--no-overlap " << !overlap << "\n--accumulate " << accumulate
      << "\n--timeout " << timeout << "\n--deterministic " << deterministic << "\n--load "
-     << load << "\n";
+     << load << "\n--resume " << resume << "\n";
   return os.str();
 }
 

@@ -14,9 +14,9 @@
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/report.h"
+#include "train/resume.h"
 #include "parallel/data_parallel.h"
 #include "parallel/local.h"
 #include "parallel/model_parallel.h"
@@ -50,6 +50,8 @@ void check_config(const TrainConfig& c, int world) {
   COHORT_INPUT_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
   COHORT_INPUT_CHECK(c.threads >= 0, "--threads must be 0 (all) or more, got ", c.threads);
   COHORT_INPUT_CHECK(c.repeat >= 1, "--repeat must be at least 1, got ", c.repeat);
+  COHORT_INPUT_CHECK(c.load.empty() || c.resume.empty(),
+                     "--load and --resume exclude each other (--resume restores the weights too)");
   const std::string& p = c.parallel;
   COHORT_INPUT_CHECK(p == "none" || p == "dp" || p == "replicas" || p == "mp" || p == "pp" ||
                          p == "hybrid" || p == "ps",
@@ -213,11 +215,10 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
   if (comm) comm->set_timeout(cfg.timeout);
   auto model = nn::make_model(cfg.model, cfg.seed);
   DataSplit data = load_data(cfg, *model);
-  if (!cfg.load.empty())
-    load_checkpoint(cfg.load, model->name(), model->params(), &model->buffers());
+  auto opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum);
+  const RunPosition start = restore_checkpoint(cfg, *model, *opt, rank == 0);  // --load, --resume
   if (comm) check_and_broadcast(*comm, *model, cfg.describe());
 
-  auto opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum);
   auto strategy = make_strategy(cfg, comm, *model, *opt);
   Sampler sampler(data.train.size(), strategy->data_rank(), strategy->data_world(), cfg.repeat,
                   cfg.seed, true);
@@ -239,9 +240,9 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
   std::vector<double> epoch_seconds, epoch_ips;
   double total_images = 0, total_seconds = 0, data_s = 0;
   StepTimes times;
-  int64_t updates = 0, total_micro = 0;
+  int64_t updates = start.updates, total_micro = 0;
   EvalResult eval;
-  for (int epoch = 1; epoch <= cfg.epochs; ++epoch) {
+  for (int epoch = start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
     Prefetcher prefetch(data.train, sampler.epoch_indices(epoch - 1), cfg.batch, false);
     Timer epoch_timer;
     // [loss_sum, correct, images] on this rank, summed over ranks at the end.
@@ -283,8 +284,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     line["images_per_second"] = m[2] / secs;
     report.epoch(line);
     if (!cfg.save.empty() && rank == 0)
-      save_checkpoint(cfg.save, model->name(), model->params(), &model->buffers(),
-                      {{"epoch", std::to_string(epoch)}, {"dataset", cfg.data}});
+      save_run_checkpoint(cfg, *model, *opt, {epoch, updates}, epoch == start.epoch + 1);
   }
   const double n = double(std::max<int64_t>(total_micro, 1));
   nlohmann::ordered_json summary = {
