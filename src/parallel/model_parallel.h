@@ -24,6 +24,9 @@ class ModelParallel final : public Strategy {
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
   void sum(double* v, int n) override;
   void sync_model() override;
+  std::pair<int64_t, int64_t> optimizer_range() const override {
+    return {param_begin_, param_end_};
+  }
 
  private:
   comm::Communicator& comm_;

@@ -2,6 +2,7 @@
 // the run's position in one safetensors checkpoint (see resume.h).
 #include "train/resume.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <vector>
@@ -15,6 +16,7 @@ namespace {
 
 constexpr const char* kStatePrefix = "optimizer.";
 constexpr const char* kStepsKey = "optimizer.steps";
+constexpr int kGatherTag = 130;  // clear of the strategies' own tags (100-121)
 
 void notice(bool print, const std::string& line) {
   if (print) std::fprintf(stderr, "cohort: note: %s\n", line.c_str());
@@ -53,15 +55,8 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
     throw InputError("checkpoint " + path + " holds a run of --optimizer " + name->second +
                      ", not " + opt.name() + "; resume it with its optimizer, or --load its weights");
   OptimizerLoad plan;
-  const bool saved = file.metadata.count(kStepsKey) > 0;
-  if (!whole_optimizer_on_rank0(cfg.parallel)) {
-    notice(print, "--parallel " + cfg.parallel + " splits the optimizer state over ranks: " +
-                      opt.name() + " restarts from zero; weights and position come from " + path);
-    return plan;
-  }
-  if (!saved) {
-    notice(print, path + " holds no optimizer state (saved under a strategy that splits it): " +
-                      opt.name() + " restarts from zero");
+  if (!file.metadata.count(kStepsKey)) {
+    notice(print, path + " holds no optimizer state: " + opt.name() + " restarts from zero");
     return plan;
   }
   plan.steps = read_count(file, path, kStepsKey);
@@ -79,14 +74,76 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
   return plan;
 }
 
-}  // namespace
 
-bool whole_optimizer_on_rank0(const std::string& parallel) {
-  return parallel == "none" || parallel == "dp" || parallel == "replicas";
+ArenaRange resolve(ArenaRange r, int64_t n) { return r.second < 0 ? ArenaRange{0, n} : r; }
+
+// One rank's part of the optimizer state for a save.
+struct Holder {
+  int64_t rank, begin, end, steps;
+};
+
+// The ranks whose states cover the arena once: the first rank of each
+// distinct non-empty range (pipeline replicas of a stage hold the same state).
+// Empty where those ranges do not tile [0, n) or their step counts differ.
+// Collective: every rank broadcasts its range and step count.
+std::vector<Holder> find_holders(comm::Communicator* comm, ArenaRange mine, int64_t steps,
+                                 int64_t n) {
+  const int world = comm ? comm->size() : 1;
+  std::vector<Holder> all(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    all[size_t(r)] = {r, mine.first, mine.second, steps};
+    if (comm) comm->broadcast(&all[size_t(r)], sizeof(Holder), r);
+  }
+  std::vector<Holder> holders;
+  for (const Holder& h : all) {
+    const bool seen = std::any_of(holders.begin(), holders.end(), [&](const Holder& o) {
+      return o.begin == h.begin && o.end == h.end;
+    });
+    if (h.end > h.begin && !seen) holders.push_back(h);
+  }
+  std::sort(holders.begin(), holders.end(),
+            [](const Holder& a, const Holder& b) { return a.begin < b.begin; });
+  int64_t next = 0;
+  for (const Holder& h : holders) {
+    if (h.begin != next || h.steps != holders.front().steps) return {};
+    next = h.end;
+  }
+  return next == n ? holders : std::vector<Holder>{};
 }
 
+// The optimizer's state tensors over the whole arena, on rank 0 (empty on
+// the others): its own range copied, every other holder's received.
+std::vector<NamedTensor> gather_state(comm::Communicator* comm, Optimizer& opt,
+                                      const std::vector<Holder>& holders, int64_t n) {
+  if (holders.empty()) return {};
+  const int rank = comm ? comm->rank() : 0;
+  const std::vector<Tensor*> mine = opt.state();
+  const std::vector<std::string> names = opt.state_names();
+  const bool holding = std::any_of(holders.begin(), holders.end(),
+                                   [&](const Holder& h) { return h.rank == rank; });
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (rank != 0) {
+      if (holding) comm->send(mine[i]->data(), mine[i]->nbytes(), 0, kGatherTag);
+      continue;
+    }
+    Tensor full = Tensor::empty({n});
+    for (const Holder& h : holders) {
+      Tensor dst = full.slice(h.begin, h.end);
+      if (h.rank == 0)
+        dst.copy_from(*mine[i]);
+      else
+        comm->recv(dst.data(), dst.nbytes(), int(h.rank), kGatherTag);
+    }
+    out.push_back({kStatePrefix + names[i], full});
+  }
+  return out;
+}
+
+}  // namespace
+
 RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt,
-                               bool print) {
+                               ArenaRange range, bool print) {
   if (!cfg.load.empty()) {
     load_checkpoint(cfg.load, model.name(), model.params(), &model.buffers());
     return {};
@@ -107,35 +164,37 @@ RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimiz
   const OptimizerLoad state = plan_optimizer_load(file, cfg, opt, n, print);
   // Everything is validated: only now modify the model and the optimizer.
   apply_copies(weights);
-  if (state.restore) {
-    opt.init_state(n);
+  const auto [begin, end] = resolve(range, n);
+  if (state.restore && end > begin) {
+    opt.init_state(end - begin);
     const std::vector<Tensor*> dst = opt.state();
     COHORT_CHECK(dst.size() == state.sources.size(), opt.name(), " state tensors");
-    for (size_t i = 0; i < dst.size(); ++i) dst[i]->copy_from(*state.sources[i]);
+    for (size_t i = 0; i < dst.size(); ++i) dst[i]->copy_from(state.sources[i]->slice(begin, end));
     opt.set_steps(state.steps);
   }
   return at;
 }
 
 void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt,
-                         const RunPosition& done, bool print) {
+                         ArenaRange range, comm::Communicator* comm, const RunPosition& done,
+                         bool print) {
+  const int64_t n = model.num_params();
+  range = resolve(range, n);
+  if (range.second > range.first) opt.init_state(range.second - range.first);  // no-op once stepped
+  const std::vector<Holder> holders = find_holders(comm, range, opt.steps(), n);
+  std::vector<NamedTensor> state = gather_state(comm, opt, holders, n);
+  if (comm && comm->rank() != 0) return;
   std::map<std::string, std::string> meta = {{"epoch", std::to_string(done.epoch)},
                                              {"updates", std::to_string(done.updates)},
                                              {"dataset", cfg.data},
                                              {"parallel", cfg.parallel},
                                              {"optimizer", opt.name()}};
-  std::vector<NamedTensor> state;
-  if (whole_optimizer_on_rank0(cfg.parallel)) {
-    opt.init_state(model.num_params());  // no-op once the first step has run
-    const std::vector<Tensor*> tensors = opt.state();
-    const std::vector<std::string> names = opt.state_names();
-    for (size_t i = 0; i < tensors.size(); ++i)
-      state.push_back({kStatePrefix + names[i], *tensors[i]});
-    meta[kStepsKey] = std::to_string(opt.steps());
-  } else {
-    notice(print, "--parallel " + cfg.parallel + " splits the optimizer state over ranks: " +
-                      cfg.save + " holds the weights and the run's position only");
-  }
+  if (holders.empty())
+    notice(print, "--parallel " + cfg.parallel + ": the ranks' optimizer states do not make one" +
+                      " (ranges or step counts differ), so " + cfg.save +
+                      " holds the weights and the run's position only");
+  else
+    meta[kStepsKey] = std::to_string(holders.front().steps);
   save_checkpoint(cfg.save, model.name(), model.params(), &model.buffers(), meta, state);
 }
 

@@ -1,21 +1,25 @@
 // Checkpoints of a training run, for `cohort train --save / --load / --resume`.
 // One safetensors file (train/checkpoint.h) holds the model's parameters and
-// buffers under their own names, and, where rank 0 holds the optimizer's
-// state for the whole arena (--parallel none, dp, replicas), that state as
-// flat tensors "optimizer.<name>" of shape {parameters} (Adam: exp_avg,
-// exp_avg_sq; SGD with momentum: momentum_buffer), in arena order. Metadata:
+// buffers under their own names, the optimizer's state as flat tensors
+// "optimizer.<name>" of shape {parameters} in arena order (Adam: exp_avg,
+// exp_avg_sq; SGD with momentum: momentum_buffer), and metadata:
 //   model, dataset, parallel    what wrote it
 //   epoch                       epochs finished
 //   updates                     optimizer updates done: the lr schedule's position
 //   optimizer                   sgd | adam | adamw
 //   optimizer.steps             the optimizer's step count (Adam's bias
 //                               correction); only where the state is saved
-// Under mp, pp, hybrid and ps the stages or servers each hold a range of the
-// state; those runs save weights and position only, and say so.
+// Where ranks own ranges of the state (mp and pp stages, ps servers:
+// Strategy::optimizer_range) rank 0 gathers it for the save and each rank
+// restores its own range. Should the ranks' ranges not tile the arena or
+// their step counts differ, a save holds weights and position only, and
+// says so.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "comm/communicator.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
 #include "train/config.h"
@@ -28,25 +32,28 @@ struct RunPosition {
   int64_t updates = 0;  // optimizer updates done; the schedule's next step
 };
 
-// Whether rank 0's optimizer updates the whole arena under `parallel`, so
-// its state is the whole run's (checkpoints save and restore it).
-bool whole_optimizer_on_rank0(const std::string& parallel);
+// The range [begin, end) of the parameter arena one rank's optimizer updates
+// (Strategy::optimizer_range; end -1: the whole arena).
+using ArenaRange = std::pair<int64_t, int64_t>;
 
-// Before training, on every rank. --load: the weights and buffers only (any
-// optimizer; a fresh run from epoch 1). --resume: the weights and buffers,
-// the optimizer's state and step count (where whole_optimizer_on_rank0), and
-// the position the run continues from. The whole file is validated before
-// anything is modified: InputError, one line naming the file and the tensor
-// or metadata at fault, for another model or optimizer, a missing tensor or
-// one of the wrong shape, or a run already at --epochs. `print`: rank 0,
-// which prints a one-line notice where optimizer state is not restored.
+// Before training, on every rank, once the strategy is built. --load: the
+// weights and buffers only (any optimizer; a fresh run from epoch 1).
+// --resume: the weights and buffers, this rank's `range` of the optimizer's
+// state and its step count, and the position the run continues from. The
+// whole file is validated before anything is modified: InputError, one line
+// naming the file and the tensor or metadata at fault, for another model or
+// optimizer, a missing tensor or one of the wrong shape, or a run already at
+// --epochs. `print`: rank 0, which prints a one-line notice where the file
+// holds no optimizer state.
 RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt,
-                               bool print);
+                               ArenaRange range, bool print);
 
-// Writes cfg.save (rank 0, after each epoch) for a run at `done`. `print`:
-// print the one-line weights-only notice (once per run) where the optimizer
-// state is split over ranks.
+// Writes cfg.save for a run at `done`. Collective where comm is non-null:
+// every rank calls it after each epoch; rank 0 gathers the ranges of the
+// optimizer state and writes. `print`: rank 0's first save, which prints
+// the weights-only notice where the state cannot be gathered.
 void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt,
-                         const RunPosition& done, bool print);
+                         ArenaRange range, comm::Communicator* comm, const RunPosition& done,
+                         bool print);
 
 }  // namespace cohort

@@ -215,11 +215,13 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
   if (comm) comm->set_timeout(cfg.timeout);
   auto model = nn::make_model(cfg.model, cfg.seed);
   DataSplit data = load_data(cfg, *model);
-  auto opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum);
-  const RunPosition start = restore_checkpoint(cfg, *model, *opt, rank == 0);  // --load, --resume
   if (comm) check_and_broadcast(*comm, *model, cfg.describe());
 
+  auto opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum);
   auto strategy = make_strategy(cfg, comm, *model, *opt);
+  // --load, --resume: every rank reads the file, and its range of the optimizer state.
+  const RunPosition start =
+      restore_checkpoint(cfg, *model, *opt, strategy->optimizer_range(), rank == 0);
   Sampler sampler(data.train.size(), strategy->data_rank(), strategy->data_world(), cfg.repeat,
                   cfg.seed, true);
   const int64_t micro_per_epoch = sampler.size() / cfg.batch + (sampler.size() % cfg.batch != 0);
@@ -283,8 +285,9 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     line["seconds"] = secs;
     line["images_per_second"] = m[2] / secs;
     report.epoch(line);
-    if (!cfg.save.empty() && rank == 0)
-      save_run_checkpoint(cfg, *model, *opt, {epoch, updates}, epoch == start.epoch + 1);
+    if (!cfg.save.empty())  // collective: rank 0 gathers the optimizer state and writes
+      save_run_checkpoint(cfg, *model, *opt, strategy->optimizer_range(), comm, {epoch, updates},
+                          rank == 0 && epoch == start.epoch + 1);
   }
   const double n = double(std::max<int64_t>(total_micro, 1));
   nlohmann::ordered_json summary = {

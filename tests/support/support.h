@@ -25,8 +25,8 @@ CommandResult run_command(const std::string& cmd);
 // Runs `cmd` and expects exit code 2 and exactly one line naming `culprit`.
 void expect_one_line_error(const std::string& cmd, const std::string& culprit);
 
-// max |a - b| / max |b| over every tensor of checkpoint b, found by name in a
-// (b's optimizer state too where a holds it: mp, pp and ps save weights only).
+// max |a - b| / max |b| over every tensor of checkpoint b (its optimizer
+// state too), found by name in a.
 double checkpoint_rel_diff(const std::string& a, const std::string& b);
 
 }  // namespace cohort::testing_support

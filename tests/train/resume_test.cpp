@@ -48,6 +48,8 @@ struct Trained {
   }
 };
 
+const ArenaRange kWhole{0, -1};
+
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
@@ -70,7 +72,9 @@ class Resume : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Saves `run` as cfg_.save after epoch 1 and 3 updates.
-  void save(Trained& run) { save_run_checkpoint(cfg_, *run.model, *run.opt, {1, 3}, false); }
+  void save(Trained& run) {
+    save_run_checkpoint(cfg_, *run.model, *run.opt, kWhole, nullptr, {1, 3}, false);
+  }
 
   // Rewrites cfg_.save through `edit` into a new file; returns its path.
   std::string rewrite(const std::string& name, const std::function<void(SafetensorsFile&)>& edit) {
@@ -110,7 +114,7 @@ TEST_P(ResumeOptimizer, RestoresWeightsStateAndStepsThenStepsAlike) {
   save(saved);
   cfg_.optimizer = GetParam();
   cfg_.resume = cfg_.save;
-  const RunPosition at = restore_checkpoint(cfg_, *resumed.model, *resumed.opt, false);
+  const RunPosition at = restore_checkpoint(cfg_, *resumed.model, *resumed.opt, kWhole, false);
   EXPECT_EQ(at.epoch, 1);
   EXPECT_EQ(at.updates, 3);
   EXPECT_EQ(resumed.opt->steps(), 3);
@@ -134,7 +138,7 @@ TEST_F(Resume, LoadTakesTheWeightsOnly) {
   save(saved);
   cfg_.optimizer = "sgd";
   cfg_.load = cfg_.save;
-  const RunPosition at = restore_checkpoint(cfg_, *loaded.model, *loaded.opt, false);
+  const RunPosition at = restore_checkpoint(cfg_, *loaded.model, *loaded.opt, kWhole, false);
   EXPECT_EQ(at.epoch, 0);
   EXPECT_EQ(at.updates, 0);
   EXPECT_EQ(loaded.weights(), saved.weights());
@@ -192,7 +196,7 @@ TEST_F(Resume, BadFilesAreOneLineInputErrorsAndChangeNothing) {
     cfg_.epochs = c.epochs;
     cfg_.resume = rewrite(std::string(c.what) + ".safetensors", c.edit);
     try {
-      restore_checkpoint(cfg_, *target.model, *target.opt, false);
+      restore_checkpoint(cfg_, *target.model, *target.opt, kWhole, false);
       ADD_FAILURE() << "no InputError";
     } catch (const InputError& e) {
       const std::string msg = e.what();
@@ -206,42 +210,47 @@ TEST_F(Resume, BadFilesAreOneLineInputErrorsAndChangeNothing) {
   }
 }
 
-TEST_F(Resume, SplitStateStrategiesSaveWeightsOnlyAndSaySo) {
-  Trained saved("adam", 1, 3), resumed("adam", 2);
-  cfg_.parallel = "mp";
-  ::testing::internal::CaptureStderr();
-  save_run_checkpoint(cfg_, *saved.model, *saved.opt, {1, 3}, true);
-  const std::string note = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(note.find("--parallel mp"), std::string::npos) << note;
-  EXPECT_EQ(std::count(note.begin(), note.end(), '\n'), 1) << note;
-  SafetensorsFile f = load_safetensors(cfg_.save);
-  EXPECT_EQ(f.find("optimizer.exp_avg"), nullptr);
-  EXPECT_EQ(f.metadata.count("optimizer.steps"), 0u);
-  EXPECT_EQ(f.metadata.at("updates"), "3");
-
-  // Resumed by one process: weights and position; Adam restarts, and says so.
-  cfg_.parallel = "none";
+// A stage or parameter server restores its own range of the saved state.
+TEST_F(Resume, RestoresARangeOfTheState) {
+  Trained saved("adam", 1, 3), stage("adam", 2);
+  save(saved);
   cfg_.resume = cfg_.save;
+  const int64_t begin = 1000, end = 5000;
+  restore_checkpoint(cfg_, *stage.model, *stage.opt, {begin, end}, false);
+  EXPECT_EQ(stage.weights(), saved.weights());  // the whole model, on every rank
+  EXPECT_EQ(stage.opt->steps(), 3);
+  const std::vector<Tensor*> a = saved.opt->state(), b = stage.opt->state();
+  ASSERT_EQ(b.size(), 2u);
+  for (size_t i = 0; i < b.size(); ++i) {
+    ASSERT_EQ(b[i]->shape(), Shape{end - begin});
+    EXPECT_TRUE(same_bits(*b[i], a[i]->slice(begin, end))) << i;
+  }
+  // A parameter-server worker updates nothing and keeps no state.
+  Trained worker("adam", 3);
+  restore_checkpoint(cfg_, *worker.model, *worker.opt, {0, 0}, false);
+  EXPECT_TRUE(worker.opt->state().empty());
+  EXPECT_EQ(worker.weights(), saved.weights());
+}
+
+// A file saved without optimizer state (ranks whose step counts differed)
+// resumes the weights and position; the optimizer restarts, and says so.
+TEST_F(Resume, FileWithoutOptimizerStateResumesWithANotice) {
+  Trained saved("adam", 1, 3), resumed("adam", 2);
+  save(saved);
+  cfg_.resume = rewrite("weights_only.safetensors", [](SafetensorsFile& f) {
+    f.metadata.erase("optimizer.steps");
+    erase_tensor(f, "optimizer.exp_avg");
+    erase_tensor(f, "optimizer.exp_avg_sq");
+  });
   ::testing::internal::CaptureStderr();
-  const RunPosition at = restore_checkpoint(cfg_, *resumed.model, *resumed.opt, true);
-  const std::string load_note = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(load_note.find("holds no optimizer state"), std::string::npos) << load_note;
+  const RunPosition at = restore_checkpoint(cfg_, *resumed.model, *resumed.opt, kWhole, true);
+  const std::string note = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(note.find("holds no optimizer state"), std::string::npos) << note;
+  EXPECT_EQ(std::count(note.begin(), note.end(), '\n'), 1) << note;
   EXPECT_EQ(at.updates, 3);
   EXPECT_EQ(resumed.weights(), saved.weights());
   EXPECT_EQ(resumed.opt->steps(), 0);
-}
-
-TEST_F(Resume, FullStateIsNotRestoredUnderSplitStrategies) {
-  Trained saved("adam", 1, 3), resumed("adam", 2);
-  save(saved);
-  cfg_.parallel = "pp";
-  cfg_.resume = cfg_.save;
-  ::testing::internal::CaptureStderr();
-  restore_checkpoint(cfg_, *resumed.model, *resumed.opt, true);
-  const std::string note = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(note.find("--parallel pp"), std::string::npos) << note;
-  EXPECT_EQ(resumed.weights(), saved.weights());
-  EXPECT_EQ(resumed.opt->steps(), 0);
+  EXPECT_TRUE(resumed.opt->state().empty());
 }
 
 // PyTorch reads a run checkpoint, optimizer state included, by the
