@@ -32,13 +32,6 @@ const char* safetensors_dtype(DType t) { return t == DType::kF32 ? "F32" : "BF16
 
 std::string errno_str() { return std::strerror(errno); }
 
-// Keeps messages on one line whatever bytes a corrupt header holds.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return s;
-}
-
 // The temp file of an atomic save: removed unless commit() renamed it.
 class TempFile {
  public:
@@ -169,6 +162,12 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
 }
 
 }  // namespace
+
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
 
 const Tensor* SafetensorsFile::find(const std::string& name) const {
   for (const NamedTensor& t : tensors)

@@ -31,6 +31,10 @@ struct SafetensorsFile {
   const Tensor* find(const std::string& name) const;  // null if absent
 };
 
+// `s` with control characters replaced: keeps messages about a file's
+// (untrusted) names and metadata on one line.
+std::string one_line(std::string s);
+
 // Loads F32 and BF16 tensors (kept in their dtype). Any malformed, truncated or
 // unsupported file throws a one-line InputError naming the path.
 SafetensorsFile load_safetensors(const std::string& path);

@@ -50,10 +50,12 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
   const std::string& path = cfg.resume;
   auto name = file.metadata.find("optimizer");
   if (name == file.metadata.end())
-    throw InputError("checkpoint " + path + " has no 'optimizer' metadata; --load takes its weights");
+    throw InputError("checkpoint " + path +
+                     " has no 'optimizer' metadata; --load takes its weights");
   if (name->second != opt.name())
-    throw InputError("checkpoint " + path + " holds a run of --optimizer " + name->second +
-                     ", not " + opt.name() + "; resume it with its optimizer, or --load its weights");
+    throw InputError("checkpoint " + path + " holds a run of --optimizer " + one_line(name->second) +
+                     ", not " + opt.name() +
+                     "; resume it with its optimizer, or --load its weights");
   OptimizerLoad plan;
   if (!file.metadata.count(kStepsKey)) {
     notice(print, path + " holds no optimizer state: " + opt.name() + " restarts from zero");

@@ -95,11 +95,12 @@ class ResumeCli : public ::testing::TestWithParam<const char*> {};
 
 // Adam with a warm-up longer than an epoch (moments, bias correction and the
 // schedule's position all matter), SGD with momentum and a step schedule
-// (the rate drops 10x at epoch 2). Not cosine: its length follows --epochs,
-// so an --epochs 1 run is not the first half of an --epochs 2 one.
+// (the rate drops 10x at epoch 2); AdamW under replicas. Not cosine: its
+// length follows --epochs, so an --epochs 1 run is not the first half of an
+// --epochs 2 one.
 TEST_P(ResumeCli, ResumedRunEqualsTheUninterruptedRun) {
-  fs::path d = expect_resume_matches("single" + std::to_string(std::strlen(GetParam())), "",
-                                     GetParam(), 16);
+  const std::string name = "one" + std::to_string(std::hash<std::string>{}(GetParam()));
+  fs::path d = expect_resume_matches(name, "", GetParam(), 16);
   // Control: --load takes the weights only, and the run it starts differs.
   if (!HasFailure()) {
     const std::string loaded = (d / "loaded.safetensors").string();
@@ -114,7 +115,8 @@ TEST_P(ResumeCli, ResumedRunEqualsTheUninterruptedRun) {
 INSTANTIATE_TEST_SUITE_P(
     Optimizers, ResumeCli,
     ::testing::Values("--optimizer adam --lr 0.001 --warmup 20",
-                      "--optimizer sgd --lr 0.01 --momentum 0.9 --lr-schedule step"));
+                      "--optimizer sgd --lr 0.01 --momentum 0.9 --lr-schedule step",
+                      "--parallel replicas --replicas 2 --optimizer adamw --warmup 20"));
 
 TEST(ResumeCliDp, ResumedDataParallelRunEqualsTheUninterruptedRun) {
   fs::path d = expect_resume_matches(
