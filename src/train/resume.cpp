@@ -53,8 +53,8 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
     throw InputError("checkpoint " + path +
                      " has no 'optimizer' metadata; --load takes its weights");
   if (name->second != opt.name())
-    throw InputError("checkpoint " + path + " holds a run of --optimizer " + one_line(name->second) +
-                     ", not " + opt.name() +
+    throw InputError("checkpoint " + path + " holds a run of --optimizer " +
+                     one_line(name->second) + ", not " + opt.name() +
                      "; resume it with its optimizer, or --load its weights");
   OptimizerLoad plan;
   if (!file.metadata.count(kStepsKey)) {
@@ -75,7 +75,6 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
   plan.restore = true;
   return plan;
 }
-
 
 ArenaRange resolve(ArenaRange r, int64_t n) { return r.second < 0 ? ArenaRange{0, n} : r; }
 
@@ -121,8 +120,8 @@ std::vector<NamedTensor> gather_state(comm::Communicator* comm, Optimizer& opt,
   const int rank = comm ? comm->rank() : 0;
   const std::vector<Tensor*> mine = opt.state();
   const std::vector<std::string> names = opt.state_names();
-  const bool holding = std::any_of(holders.begin(), holders.end(),
-                                   [&](const Holder& h) { return h.rank == rank; });
+  const bool holding =
+      std::any_of(holders.begin(), holders.end(), [&](const Holder& h) { return h.rank == rank; });
   std::vector<NamedTensor> out;
   for (size_t i = 0; i < names.size(); ++i) {
     if (rank != 0) {
@@ -177,9 +176,8 @@ RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimiz
   return at;
 }
 
-void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt,
-                         ArenaRange range, comm::Communicator* comm, const RunPosition& done,
-                         bool print) {
+void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt, ArenaRange range,
+                         comm::Communicator* comm, const RunPosition& done, bool print) {
   const int64_t n = model.num_params();
   range = resolve(range, n);
   if (range.second > range.first) opt.init_state(range.second - range.first);  // no-op once stepped

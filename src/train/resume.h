@@ -52,8 +52,7 @@ RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimiz
 // every rank calls it after each epoch; rank 0 gathers the ranges of the
 // optimizer state and writes. `print`: rank 0's first save, which prints
 // the weights-only notice where the state cannot be gathered.
-void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt,
-                         ArenaRange range, comm::Communicator* comm, const RunPosition& done,
-                         bool print);
+void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt, ArenaRange range,
+                         comm::Communicator* comm, const RunPosition& done, bool print);
 
 }  // namespace cohort

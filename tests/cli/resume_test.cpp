@@ -37,8 +37,8 @@ std::string train(const std::string& flags) {
 }
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("cohort_resume_cli_" + std::to_string(::getpid()) +
-                                            "_" + name);
+  fs::path d =
+      fs::temp_directory_path() / ("cohort_resume_cli_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -119,9 +119,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "--parallel replicas --replicas 2 --optimizer adamw --warmup 20"));
 
 TEST(ResumeCliDp, ResumedDataParallelRunEqualsTheUninterruptedRun) {
-  fs::path d = expect_resume_matches(
-      "dp", kMpirun, "--parallel dp --deterministic --optimizer adam --warmup 12",
-      8);  // 1,000 images per rank
+  fs::path d = expect_resume_matches("dp", kMpirun,
+                                     "--parallel dp --deterministic --optimizer adam --warmup 12",
+                                     8);  // 1,000 images per rank
   fs::remove_all(d);
 }
 
@@ -146,8 +146,10 @@ INSTANTIATE_TEST_SUITE_P(
     Strategies, ResumeCliSplit,
     ::testing::Values(
         Split{"mp", "--parallel mp --stages 2 --optimizer adam --warmup 20", 16},
-        Split{"pp", "--parallel pp --stages 2 --micro-batches 4 --optimizer sgd --lr 0.01"
-                    " --momentum 0.9 --lr-schedule step", 16},
+        Split{"pp",
+              "--parallel pp --stages 2 --micro-batches 4 --optimizer sgd --lr 0.01"
+              " --momentum 0.9 --lr-schedule step",
+              16},
         // Two servers hold the state; rank 0, a worker, holds none.
         Split{"ps", "--workers 3 --parallel ps --servers 2 --optimizer adam --warmup 20", 16},
         // Two replicas of each stage hold the same range: gathered once.
@@ -163,8 +165,7 @@ TEST(ResumeCliErrors, BadResumesAreOneLineAndKeepTheFile) {
   const auto size = fs::file_size(ck);
   expect_one_line_error(train("--epochs 2 --optimizer sgd --resume " + ck), ck);
   expect_one_line_error(train("--epochs 1 --resume " + ck), "--epochs 1");
-  expect_one_line_error(train("--epochs 2 --load " + ck + " --resume " + ck),
-                        "--resume");
+  expect_one_line_error(train("--epochs 2 --load " + ck + " --resume " + ck), "--resume");
   expect_one_line_error(train("--epochs 2 --resume " + (d / "none").string()),
                         (d / "none").string());
   EXPECT_EQ(fs::file_size(ck), size);
