@@ -47,8 +47,12 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--limit", c.limit, "use only the first N training images");
   app.add_option("--log", c.log, "human | jsonl");
   app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, or only the last");
-  app.add_option("--save", c.save, "write a safetensors checkpoint after each epoch");
-  app.add_option("--load", c.load, "start from a safetensors checkpoint");
+  app.add_option("--save", c.save,
+                 "after each epoch write a safetensors checkpoint: weights, optimizer state, epoch");
+  app.add_option("--load", c.load, "start a new run from a checkpoint's weights (any optimizer)");
+  app.add_option("--resume", c.resume,
+                 "continue a --save'd run: weights, optimizer state, lr schedule, next epoch "
+                 "(--epochs is the whole run's)");
   app.add_option("--parallel", c.parallel, "strategy: " + c.strategies->names() + c.strategies->help());
   c.strategies->add_flags(app);
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");

@@ -48,6 +48,10 @@ class ParameterServer final : public Strategy {
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
   void sum(double* v, int n) override;
   void sync_model() override;
+  std::pair<int64_t, int64_t> optimizer_range() const override {
+    return server_ < 0 ? std::pair<int64_t, int64_t>{0, 0}
+                       : std::pair<int64_t, int64_t>{shard_begin(server_), shard_end(server_)};
+  }
   nlohmann::ordered_json summary() override;
 
  private:

@@ -50,6 +50,9 @@ class Pipeline final : public Strategy {
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
   void sum(double* v, int n) override;
   void sync_model() override;
+  std::pair<int64_t, int64_t> optimizer_range() const override {
+    return {param_begin_, param_end_};
+  }
   nlohmann::ordered_json summary() override;
 
  private:

@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "data/batch.h"
 
@@ -39,6 +40,10 @@ class Strategy {
   virtual int metric_replicas() const { return 1; }
   // Makes every rank's copy of the whole model current (stages own parts).
   virtual void sync_model() {}
+  // The range [begin, end) of the parameter arena this rank's optimizer
+  // updates, whose state checkpoints gather and restore; end -1: the whole
+  // arena. Stages and parameter servers own ranges; workers none ({0, 0}).
+  virtual std::pair<int64_t, int64_t> optimizer_range() const { return {0, -1}; }
   // Figures of this strategy for the run's summary, as {"key": {...}}
   // (pipeline bubble and activation memory, parameter-server staleness).
   // Collective: every rank calls it once, after training; rank 0's is printed.

@@ -32,13 +32,6 @@ const char* safetensors_dtype(DType t) { return t == DType::kF32 ? "F32" : "BF16
 
 std::string errno_str() { return std::strerror(errno); }
 
-// Keeps messages on one line whatever bytes a corrupt header holds.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return s;
-}
-
 // The temp file of an atomic save: removed unless commit() renamed it.
 class TempFile {
  public:
@@ -170,6 +163,12 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
 
 }  // namespace
 
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
 const Tensor* SafetensorsFile::find(const std::string& name) const {
   for (const NamedTensor& t : tensors)
     if (t.name == name) return &t.tensor;
@@ -276,7 +275,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
 void save_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
                      const Arena* buffers,
-                     const std::map<std::string, std::string>& extra_metadata) {
+                     const std::map<std::string, std::string>& extra_metadata,
+                     const std::vector<NamedTensor>& extra_tensors) {
   COHORT_CHECK(!extra_metadata.count("model"), "metadata key 'model' is reserved");
   std::map<std::string, std::string> metadata = extra_metadata;
   metadata["model"] = model_name;
@@ -288,12 +288,13 @@ void save_checkpoint(const std::string& path, const std::string& model_name, con
     for (size_t i = 0; i < arena->infos().size(); ++i)
       tensors.push_back({arena->infos()[i].name, arena->param(i)});
   }
+  tensors.insert(tensors.end(), extra_tensors.begin(), extra_tensors.end());
   save_safetensors(path, tensors, metadata);
 }
 
-void load_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
-                     const Arena* buffers) {
-  SafetensorsFile file = load_safetensors(path);
+std::vector<TensorCopy> plan_checkpoint_load(const SafetensorsFile& file, const std::string& path,
+                                             const std::string& model_name, const Arena& params,
+                                             const Arena* buffers) {
   auto model = file.metadata.find("model");
   if (model == file.metadata.end())
     throw InputError("checkpoint " + path + " has no 'model' metadata; not a cohort checkpoint");
@@ -304,8 +305,7 @@ void load_checkpoint(const std::string& path, const std::string& model_name, con
   std::map<std::string, const Tensor*> by_name;
   for (const NamedTensor& t : file.tensors) by_name[t.name] = &t.tensor;
 
-  // Validate everything before the first copy so a bad file changes nothing.
-  std::vector<std::pair<Tensor, const Tensor*>> copies;
+  std::vector<TensorCopy> copies;
   for (const Arena* arena : {&params, buffers}) {
     if (!arena) continue;
     for (size_t i = 0; i < arena->infos().size(); ++i) {
@@ -317,10 +317,21 @@ void load_checkpoint(const std::string& path, const std::string& model_name, con
         throw InputError("checkpoint " + path + ": tensor '" + info.name + "' has shape " +
                          shape_str(it->second->shape()) + ", model expects " +
                          shape_str(info.shape));
-      copies.emplace_back(arena->param(i), it->second);
+      copies.push_back({arena->param(i), it->second});
     }
   }
-  for (auto& [dst, src] : copies) dst.copy_from(*src);
+  return copies;
+}
+
+void apply_copies(const std::vector<TensorCopy>& copies) {
+  for (const TensorCopy& c : copies) c.dst.copy_from(*c.src);
+}
+
+void load_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
+                     const Arena* buffers) {
+  SafetensorsFile file = load_safetensors(path);
+  // Validate everything before the first copy so a bad file changes nothing.
+  apply_copies(plan_checkpoint_load(file, path, model_name, params, buffers));
 }
 
 }  // namespace cohort

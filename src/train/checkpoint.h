@@ -31,22 +31,42 @@ struct SafetensorsFile {
   const Tensor* find(const std::string& name) const;  // null if absent
 };
 
+// `s` with control characters replaced: keeps messages about a file's
+// (untrusted) names and metadata on one line.
+std::string one_line(std::string s);
+
 // Loads F32 and BF16 tensors (kept in their dtype). Any malformed, truncated or
 // unsupported file throws a one-line InputError naming the path.
 SafetensorsFile load_safetensors(const std::string& path);
 
 // Every parameter of `params` (and of `buffers`, e.g. batch-norm running
-// statistics, when non-null) under its ParamInfo name, with metadata
+// statistics, when non-null) under its ParamInfo name, then `extra_tensors`
+// (train/resume.h stores the optimizer's state there), with metadata
 // "model" = model_name plus `extra_metadata`.
 void save_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
                      const Arena* buffers,
-                     const std::map<std::string, std::string>& extra_metadata);
+                     const std::map<std::string, std::string>& extra_metadata,
+                     const std::vector<NamedTensor>& extra_tensors = {});
 
-// Copies a checkpoint written by save_checkpoint into the arenas. The whole
-// file is validated first (model name, every expected tensor present with
-// the expected shape) and InputError thrown before anything is modified.
-// Tensors in the file that the model does not expect are ignored, so callers
-// may store more (optimizer state) in the same file. BF16 tensors are widened.
+// One copy a validated load will make: file tensor `src` into arena view `dst`.
+struct TensorCopy {
+  Tensor dst;
+  const Tensor* src;
+};
+
+// Validates `file` (read from `path`) as a checkpoint of `model_name` holding
+// every tensor of the arenas with the expected shape, and returns the copies
+// that load it; modifies nothing. InputError naming the path and tensor.
+std::vector<TensorCopy> plan_checkpoint_load(const SafetensorsFile& file, const std::string& path,
+                                             const std::string& model_name, const Arena& params,
+                                             const Arena* buffers);
+void apply_copies(const std::vector<TensorCopy>& copies);  // BF16 sources are widened
+
+// Copies a checkpoint written by save_checkpoint into the arenas (weights
+// only: `cohort train --load`). The whole file is validated first
+// (plan_checkpoint_load) and InputError thrown before anything is modified.
+// Tensors the model does not expect are ignored, so a file may hold more: the
+// optimizer state and run position that train/resume.h saves and restores.
 void load_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
                      const Arena* buffers);
 

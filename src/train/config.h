@@ -30,7 +30,7 @@ struct TrainConfig {
   int64_t limit = 0;  // keep the first N training images (0: all)
   std::string log = "human";  // human | jsonl
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
-  std::string save, load;
+  std::string save, load, resume;  // train/resume.h
 
   // Parallelism (src/parallel/): the strategy's name and every family's flags.
   std::string parallel = "none";

@@ -18,9 +18,9 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "parallel/start.h"
-#include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/report.h"
+#include "train/resume.h"
 
 namespace cohort {
 
@@ -50,6 +50,8 @@ void check_config(const TrainConfig& c, int world) {
   COHORT_INPUT_CHECK(c.limit == 0 || c.batch <= c.limit * c.repeat, "--batch ", c.batch,
                      " exceeds the ", c.limit * c.repeat, " training images of --limit ", c.limit);
   COHORT_INPUT_CHECK(c.repeat >= 1, "--repeat must be at least 1, got ", c.repeat);
+  COHORT_INPUT_CHECK(c.load.empty() || c.resume.empty(),
+                     "--load and --resume exclude each other (--resume restores the weights too)");
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
   COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last", "--eval: unknown choice '", c.eval,
@@ -70,6 +72,7 @@ struct Run {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<Schedule> schedule;
   int64_t global_batch = 0;
+  RunPosition start;  // where a resumed run continues (epoch 0 for a new one)
 };
 
 // What the epochs add up, for the summary.
@@ -116,13 +119,14 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   COHORT_INPUT_CHECK(cfg.batch <= run.data.train.size() * cfg.repeat, "--batch ", cfg.batch,
                      " exceeds the ", run.data.train.size() * cfg.repeat, " training images of --data ",
                      cfg.data);
-  if (!cfg.load.empty())
-    load_checkpoint(cfg.load, run.model->name(), run.model->params(), &run.model->buffers());
   if (comm) check_and_broadcast(*comm, *run.model, cfg.describe());
   run.opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum);
   const RunSettings settings = cfg.run_settings();
   StrategyArgs args{settings, comm, *run.model, *run.opt};
   run.strategy = cfg.strategy().make(cfg.parallel, args);
+  // --load, --resume: every rank reads the file, and its range of the optimizer state.
+  run.start = restore_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(),
+                                 !comm || comm->rank() == 0);
   const Strategy& s = *run.strategy;
   run.sampler = std::make_unique<Sampler>(run.data.train.size(), s.data_rank(), s.data_world(),
                                           cfg.repeat, cfg.seed, true);
@@ -180,12 +184,6 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
   return {{"epoch", epoch}, {"train_loss", m[0] / m[2]}, {"train_accuracy", m[1] / m[2]}};
 }
 
-void save(const TrainConfig& cfg, Run& run, int epoch) {
-  nn::Model& m = *run.model;
-  save_checkpoint(cfg.save, m.name(), m.params(), &m.buffers(),
-                  {{"epoch", std::to_string(epoch)}, {"dataset", cfg.data}});
-}
-
 nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals& t, int world) {
   const double n = double(std::max<int64_t>(t.micro, 1));
   nlohmann::ordered_json summary = {
@@ -230,7 +228,8 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
                 {"threads", omp_get_max_threads()}, {"world_size", world},
                 {"parallel", cfg.parallel}, {"global_batch", run.global_batch}});
   Totals totals;
-  for (int epoch = 1; epoch <= cfg.epochs; ++epoch) {
+  totals.updates = run.start.updates;
+  for (int epoch = run.start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
     nlohmann::ordered_json line = run_epoch(cfg, comm, run, epoch, totals, report);
     if (cfg.eval == "epoch" || epoch == cfg.epochs) {
       totals.eval = evaluate_all(run, cfg.batch);
@@ -240,7 +239,9 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     line["seconds"] = totals.epoch_seconds.back();
     line["images_per_second"] = totals.epoch_ips.back();
     report.epoch(line);
-    if (!cfg.save.empty() && rank == 0) save(cfg, run, epoch);
+    if (!cfg.save.empty())  // collective: rank 0 gathers the optimizer state and writes
+      save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
+                          {epoch, totals.updates}, rank == 0 && epoch == run.start.epoch + 1);
   }
   nlohmann::ordered_json summary = summarize(cfg, run, totals, world);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));

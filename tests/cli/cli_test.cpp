@@ -26,10 +26,7 @@ Result run(const std::string& args) {
 
 // Exit code 2, exactly one line, and the line names `culprit`.
 void expect_one_line_error(const std::string& args, const std::string& culprit) {
-  Result r = run(args);
-  EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
-  EXPECT_NE(r.out.find(culprit), std::string::npos) << args << "\n" << r.out;
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << "\n" << r.out;
+  cohort::testing_support::expect_one_line_error(std::string(COHORT_BIN) + " " + args, culprit);
 }
 
 fs::path temp_dir(const std::string& name) {

@@ -1,7 +1,9 @@
 #include "support/support.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,19 @@ int run(const std::string& cmd, std::string* out) {
     if (out) *out += buf;
   const int status = f ? pclose(f) : -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+CommandResult run_command(const std::string& cmd) {
+  CommandResult r;
+  r.code = run(cmd, &r.out);
+  return r;
+}
+
+void expect_one_line_error(const std::string& cmd, const std::string& culprit) {
+  CommandResult r = run_command(cmd);
+  EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out;
+  EXPECT_NE(r.out.find(culprit), std::string::npos) << cmd << "\n" << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << cmd << "\n" << r.out;
 }
 
 std::string equality_train_command() {

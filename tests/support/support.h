@@ -15,7 +15,18 @@ std::string equality_train_command();
 // Runs `cmd` with stderr folded into *out (if given); returns its exit code.
 int run(const std::string& cmd, std::string* out = nullptr);
 
-// max |a - b| / max |b| over every tensor of checkpoint b, found by name in a.
+// A command's exit code and its stdout and stderr together.
+struct CommandResult {
+  int code;
+  std::string out;
+};
+CommandResult run_command(const std::string& cmd);
+
+// Runs `cmd` and expects exit code 2 and exactly one line naming `culprit`.
+void expect_one_line_error(const std::string& cmd, const std::string& culprit);
+
+// max |a - b| / max |b| over every tensor of checkpoint b (its optimizer
+// state too), found by name in a.
 double checkpoint_rel_diff(const std::string& a, const std::string& b);
 
 }  // namespace cohort::testing_support
