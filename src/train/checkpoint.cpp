@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace cohort {
@@ -31,60 +33,6 @@ constexpr const char* kMetadataKey = "__metadata__";
 const char* safetensors_dtype(DType t) { return t == DType::kF32 ? "F32" : "BF16"; }
 
 std::string errno_str() { return std::strerror(errno); }
-
-// The temp file of an atomic save: removed unless commit() renamed it.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target)
-      : target_(target), path_(target + ".tmp." + std::to_string(::getpid())) {}
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (created_ && !committed_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void open() {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd_ < 0) fail("cannot create " + path_);
-    created_ = true;
-  }
-  void write(const void* data, size_t size) {
-    const char* p = static_cast<const char*>(data);
-    while (size > 0) {
-      // Chunked: a single write() of more than ~2 GiB is truncated on Linux anyway.
-      ssize_t done = ::write(fd_, p, std::min<size_t>(size, size_t(1) << 30));
-      if (done < 0 && errno == EINTR) continue;
-      if (done <= 0) fail("cannot write " + path_);
-      p += done;
-      size -= size_t(done);
-    }
-  }
-  void commit() {
-    if (::fsync(fd_) != 0) fail("cannot fsync " + path_);
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot close " + path_);
-    if (std::rename(path_.c_str(), target_.c_str()) != 0) fail("cannot rename onto it");
-    committed_ = true;
-    // Make the rename itself durable; best effort, the data is already safe.
-    std::string dir = target_.substr(0, target_.find_last_of('/') + 1);
-    int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-      ::fsync(dir_fd);
-      ::close(dir_fd);
-    }
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) {
-    throw Error("saving " + target_ + " failed: " + what + ": " + errno_str());
-  }
-
-  std::string target_, path_;
-  int fd_ = -1;
-  bool created_ = false, committed_ = false;
-};
 
 // Closes a file descriptor on scope exit.
 struct Fd {
@@ -204,8 +152,7 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   text.append((8 - text.size() % 8) % 8, ' ');
   uint64_t header_len = text.size();
 
-  TempFile file(path);
-  file.open();
+  AtomicFile file(path);
   file.write(&header_len, sizeof header_len);
   file.write(text.data(), text.size());
   for (const NamedTensor& t : tensors)
@@ -214,7 +161,8 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of blocking.
+  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (fd.fd < 0) throw InputError("cannot open " + path + ": " + errno_str());
   struct stat st;
   if (::fstat(fd.fd, &st) != 0) throw InputError("cannot stat " + path + ": " + errno_str());
@@ -292,6 +240,27 @@ void save_checkpoint(const std::string& path, const std::string& model_name, con
   save_safetensors(path, tensors, metadata);
 }
 
+bool all_finite(const Tensor& t) {
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(from_bf16(t.bf16()[i]))) return false;
+    return true;
+  }
+  COHORT_CHECK(t.dtype() == DType::kF32, "all_finite: f32 or bf16 expected");
+  const float* p = t.f32();
+  bool ok = true;
+#pragma omp parallel for reduction(&& : ok) if (n > (1 << 20))
+  for (int64_t i = 0; i < n; ++i) ok = ok && std::isfinite(p[i]);
+  return ok;
+}
+
+std::string first_non_finite(const Arena& a) {
+  for (size_t i = 0; i < a.infos().size(); ++i)
+    if (!all_finite(a.param(i))) return a.infos()[i].name;
+  return "";
+}
+
 std::vector<TensorCopy> plan_checkpoint_load(const SafetensorsFile& file, const std::string& path,
                                              const std::string& model_name, const Arena& params,
                                              const Arena* buffers) {
@@ -317,6 +286,9 @@ std::vector<TensorCopy> plan_checkpoint_load(const SafetensorsFile& file, const 
         throw InputError("checkpoint " + path + ": tensor '" + info.name + "' has shape " +
                          shape_str(it->second->shape()) + ", model expects " +
                          shape_str(info.shape));
+      if (!all_finite(*it->second))
+        throw InputError("checkpoint " + path + ": tensor '" + info.name +
+                         "' holds NaN or infinite values");
       copies.push_back({arena->param(i), it->second});
     }
   }

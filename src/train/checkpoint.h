@@ -62,9 +62,15 @@ std::vector<TensorCopy> plan_checkpoint_load(const SafetensorsFile& file, const 
                                              const Arena* buffers);
 void apply_copies(const std::vector<TensorCopy>& copies);  // BF16 sources are widened
 
+// Whether every element of an f32 or bf16 tensor is finite.
+bool all_finite(const Tensor& t);
+// The name of the first parameter of `a` holding a NaN or an infinity; "" if none.
+std::string first_non_finite(const Arena& a);
+
 // Copies a checkpoint written by save_checkpoint into the arenas (weights
 // only: `cohort train --load`). The whole file is validated first
-// (plan_checkpoint_load) and InputError thrown before anything is modified.
+// (plan_checkpoint_load: names, shapes, and every value finite) and
+// InputError thrown before anything is modified.
 // Tensors the model does not expect are ignored, so a file may hold more: the
 // optimizer state and run position that train/resume.h saves and restores.
 void load_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,

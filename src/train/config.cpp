@@ -24,7 +24,7 @@ std::string TrainConfig::describe() const {
      << "\n--lr-schedule " << schedule << "\n--warmup " << warmup_steps << "\n--clip " << clip_norm
      << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval "
      << eval << "\n--parallel " << parallel << "\n--accumulate " << accumulate << "\n--timeout "
-     << timeout << "\n--load " << load << "\n--resume " << resume << "\n"
+     << timeout << "\n--load " << load << "\n--resume " << resume << "\n--save " << save << "\n"
      << strategies->describe();
   return os.str();
 }

@@ -7,7 +7,9 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 
+#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/cpus.h"
 #include "core/error.h"
@@ -18,6 +20,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "parallel/start.h"
+#include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/report.h"
 #include "train/resume.h"
@@ -113,6 +116,8 @@ std::unique_ptr<Schedule> plan_schedule(const TrainConfig& cfg, const Sampler& s
 }
 
 Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
+  // An output that cannot be written is found now, not after an epoch's work.
+  if (!cfg.save.empty()) check_writable("--save", cfg.save);
   Run run;
   run.model = nn::make_model(cfg.model, cfg.seed);
   run.data = load_data(cfg, *run.model);
@@ -164,6 +169,10 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
     t.data_s += wait.seconds();
     if (comm && cfg.timeout > 0) comm->check_arrival("step " + std::to_string(t.micro + 1));
     StepResult r = strategy.step(batch, run.schedule->lr(t.updates), t.times);
+    if (!std::isfinite(r.loss_sum))
+      throw Error(detail::concat("step ", t.micro + 1, " (epoch ", epoch, "): the loss is ",
+                                 r.loss_sum, "; training diverged and stopped",
+                                 cfg.save.empty() ? "" : ", " + cfg.save + " kept as it was"));
     if (++t.micro % cfg.accumulate == 0) ++t.updates;
     m[0] += r.loss_sum;
     m[1] += r.correct;
@@ -182,6 +191,15 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
   t.images += m[2];
   t.seconds += secs;
   return {{"epoch", epoch}, {"train_loss", m[0] / m[2]}, {"train_accuracy", m[1] / m[2]}};
+}
+
+// A weight that is NaN or infinite stops the run before it can be saved.
+void check_weights(const TrainConfig& cfg, Run& run, int epoch) {
+  const std::string bad = first_non_finite(run.model->params());
+  if (!bad.empty())
+    throw Error(detail::concat("epoch ", epoch, ": weight ", bad,
+                               " is not finite; training diverged and stopped",
+                               cfg.save.empty() ? "" : ", " + cfg.save + " kept as it was"));
 }
 
 nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals& t, int world) {
@@ -239,6 +257,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     line["seconds"] = totals.epoch_seconds.back();
     line["images_per_second"] = totals.epoch_ips.back();
     report.epoch(line);
+    check_weights(cfg, run, epoch);
     if (!cfg.save.empty())  // collective: rank 0 gathers the optimizer state and writes
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
                           {epoch, totals.updates}, rank == 0 && epoch == run.start.epoch + 1);
