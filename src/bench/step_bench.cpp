@@ -16,71 +16,63 @@
 
 namespace cohort {
 
-nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communicator* comm) {
-  COHORT_INPUT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
-  COHORT_INPUT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
-  COHORT_INPUT_CHECK(cfg.steps >= 1, "--steps must be at least 1, got ", cfg.steps);
-  COHORT_INPUT_CHECK(cfg.peer.empty() || cfg.peer == "pytorch", "--peer: unknown peer '",
-                     cfg.peer, "' (valid: pytorch)");
-  omp_set_num_threads(cfg.threads);
-  auto model = nn::make_model(cfg.model, 0);
-  const Shape& in = model->input_shape();
-  Dataset d = make_synthetic(cfg.batch, int(in[0]), int(in[1]), int(in[2]), 10, 7);
-  Batch batch{d.images, d.labels};
-  auto opt = make_optimizer("adam", 0, 0);
+namespace {
+
+// The flags, checked; the strategy --parallel names, over `model`.
+std::unique_ptr<Strategy> make_step_strategy(const StepBenchConfig& cfg, comm::Communicator* comm,
+                                             nn::Model& model, Optimizer& opt) {
   const int world = comm ? comm->size() : 1;
   RunSettings run;
   run.model = nn::find_model(cfg.model);
   run.batch = cfg.batch;
-  const StrategyFamily& family = cfg.strategies->find(cfg.parallel);
   cfg.strategies->check(cfg.parallel, run, world);
   if (comm)
-    check_and_broadcast(*comm, *model, "bench step " + cfg.model + " " +
-                                           std::to_string(cfg.batch) + "\n" + cfg.parallel +
-                                           "\n" + cfg.strategies->describe());
-  StrategyArgs args{run, comm, *model, *opt};
-  std::unique_ptr<Strategy> strategy = family.make(cfg.parallel, args);
-  StepTimes times;
+    check_and_broadcast(*comm, model, "bench step " + cfg.model + " " +
+                                          std::to_string(cfg.batch) + "\n" + cfg.parallel + "\n" +
+                                          cfg.strategies->describe());
+  StrategyArgs args{run, comm, model, opt};
+  auto strategy = cfg.strategies->find(cfg.parallel).make(cfg.parallel, args);
+  // The peer runs DDP over as many ranks: a like-for-like row only where
+  // every rank trains on its own data.
+  COHORT_INPUT_CHECK(cfg.peer.empty() || strategy->data_world() == world,
+                     "--peer pytorch: --parallel ", cfg.parallel,
+                     " has no PyTorch counterpart in bench step (use bench strategies)");
+  return strategy;
+}
 
-  // Validate: training steps on one batch must give finite, falling loss.
-  double first = strategy->step(batch, 1e-3f, times).loss_sum;
-  for (int i = 1; i < cfg.warmup; ++i) strategy->step(batch, 1e-3f, times);
+struct Timing {
+  double seconds = 0;
+  StepTimes times;
+};
+
+// Validates (training steps on one batch must give finite, falling loss),
+// then times cfg.steps steps after the warm-up.
+Timing time_steps(const StepBenchConfig& cfg, comm::Communicator* comm, Strategy& strategy,
+                  const Batch& batch) {
+  Timing t;
+  const double first = strategy.step(batch, 1e-3f, t.times).loss_sum;
+  for (int i = 1; i < cfg.warmup; ++i) strategy.step(batch, 1e-3f, t.times);
   if (comm) comm->barrier();
-  times = StepTimes{};
-  Timer t;
+  t.times = StepTimes{};
+  Timer timer;
   double last = 0;
-  for (int i = 0; i < cfg.steps; ++i) last = strategy->step(batch, 1e-3f, times).loss_sum;
+  for (int i = 0; i < cfg.steps; ++i) last = strategy.step(batch, 1e-3f, t.times).loss_sum;
   if (comm) comm->barrier();
-  const double secs = t.seconds();
+  t.seconds = timer.seconds();
   COHORT_CHECK(std::isfinite(last) && last < first, "bench step: loss did not fall (", first,
                " -> ", last, "): the step is wrong, not timing it");
-  const double ips = double(cfg.batch) * world * cfg.steps / secs;
-  // Other ranks wait (sleeping, in the communicator's barrier) while rank 0
-  // reports and runs the peer, so they take no CPU from it.
-  if (comm && comm->rank() != 0) {
-    comm->barrier();
-    return {};
-  }
-  const double flops = 3.0 * model->forward_flops_per_image();  // fwd + bwd (data + weights)
+  return t;
+}
 
-  nlohmann::ordered_json out = {{"event", "bench"}, {"model", cfg.model}, {"batch", cfg.batch},
-                        {"threads", cfg.threads}, {"workers", world}, {"steps", cfg.steps},
-                        {"images_per_second", ips}, {"gflops", ips * flops / 1e9}};
-  if (comm) {
-    out["parallel"] = cfg.parallel;
-    out["step_ms"] = {{"compute", 1e3 * times.compute / cfg.steps},
-                      {"communication_wait", 1e3 * times.comm / cfg.steps}};
-  }
-  std::fprintf(stderr,
-               "cohort:  %s batch %lld, %d rank(s) x %d thread(s): %.0f images/s, %.1f GFLOP/s\n",
-               cfg.model.c_str(), (long long)cfg.batch, world, cfg.threads, ips,
-               ips * flops / 1e9);
+// The peak and the peer, beside cohort's figure (rank 0).
+void add_comparisons(const StepBenchConfig& cfg, int world, double ips, double gflops,
+                     nlohmann::ordered_json& out) {
   if (cfg.peak) {
     const double peak = measure_matmul_gflops();
     out["matmul_peak_gflops"] = peak;
-    out["peak_share"] = ips * flops / 1e9 / peak;
+    out["peak_share"] = gflops / peak;
     std::fprintf(stderr, "fp32 matmul peak %.1f GFLOP/s; %s reaches %.1f%% of it\n", peak,
-                 cfg.model.c_str(), 100 * ips * flops / 1e9 / peak);
+                 cfg.model.c_str(), 100 * gflops / peak);
   }
   if (cfg.peer == "pytorch") {
     auto p = run_peer({"step", "--model", cfg.model, "--batch", std::to_string(cfg.batch),
@@ -93,6 +85,45 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
     out["ratio"] = ips / pips;
     std::fprintf(stderr, "pytorch: %.0f images/s; cohort/pytorch = %.2fx\n", pips, ips / pips);
   }
+}
+
+}  // namespace
+
+nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communicator* comm) {
+  COHORT_INPUT_CHECK(cfg.batch >= 1, "--batch must be at least 1, got ", cfg.batch);
+  COHORT_INPUT_CHECK(cfg.threads >= 1, "--threads must be at least 1, got ", cfg.threads);
+  COHORT_INPUT_CHECK(cfg.steps >= 1, "--steps must be at least 1, got ", cfg.steps);
+  COHORT_INPUT_CHECK(cfg.peer.empty() || cfg.peer == "pytorch", "--peer: unknown peer '",
+                     cfg.peer, "' (valid: pytorch)");
+  omp_set_num_threads(cfg.threads);
+  auto model = nn::make_model(cfg.model, 0);
+  const Shape& in = model->input_shape();
+  Dataset d = make_synthetic(cfg.batch, int(in[0]), int(in[1]), int(in[2]), 10, 7);
+  auto opt = make_optimizer("adam", 0, 0);
+  auto strategy = make_step_strategy(cfg, comm, *model, *opt);
+  const Timing t = time_steps(cfg, comm, *strategy, d);
+  const int world = comm ? comm->size() : 1;
+  // Images the job trains on per second: stages of one pipeline share a batch.
+  const double ips = double(cfg.batch) * strategy->data_world() * cfg.steps / t.seconds;
+  // Other ranks wait (sleeping, in the communicator's barrier) while rank 0
+  // reports and runs the peer, so they take no CPU from it.
+  if (comm && comm->rank() != 0) {
+    comm->barrier();
+    return {};
+  }
+  const double gflops = ips * 3.0 * model->forward_flops_per_image() / 1e9;  // fwd + bwd
+  nlohmann::ordered_json out = {{"event", "bench"}, {"model", cfg.model}, {"batch", cfg.batch},
+                                {"threads", cfg.threads}, {"workers", world}, {"steps", cfg.steps},
+                                {"images_per_second", ips}, {"gflops", gflops}};
+  if (comm) {
+    out["parallel"] = cfg.parallel;
+    out["step_ms"] = {{"compute", 1e3 * t.times.compute / cfg.steps},
+                      {"communication_wait", 1e3 * t.times.comm / cfg.steps}};
+  }
+  std::fprintf(stderr,
+               "cohort:  %s batch %lld, %d rank(s) x %d thread(s): %.0f images/s, %.1f GFLOP/s\n",
+               cfg.model.c_str(), (long long)cfg.batch, world, cfg.threads, ips, gflops);
+  add_comparisons(cfg, world, ips, gflops, out);
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);
   if (comm) comm->barrier();
