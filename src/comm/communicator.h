@@ -80,7 +80,7 @@ class Communicator {
 
   // Seconds a blocking call may wait before CommError (0: forever). Set it
   // on every rank alike; split() copies it to the new communicator.
-  void set_timeout(double seconds) { timeout_ = seconds; }
+  virtual void set_timeout(double seconds) { timeout_ = seconds; }
   double timeout() const { return timeout_; }
   // Horovod's stall check: every rank announces it reached `what`; rank 0
   // waits up to the timeout and, if some never arrive, throws CommError

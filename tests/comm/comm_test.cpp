@@ -121,6 +121,16 @@ TEST(CommFailure, StalledRankIsNamedByRankZero) {
       << "named more than rank 2:\n" << j.out;
 }
 
+// Issue 14: a rank stopped at start-up (SIGSTOP) is named by its heartbeat
+// watcher, not reported as someone else's timeout, and the job ends.
+TEST(CommFailure, FrozenRankIsNamedByTheHeartbeat) {
+  if (!worker_ready()) GTEST_SKIP() << "cohort_comm_worker not built (" << worker_path() << ")";
+  Job j = mpirun(3, "freeze 1 8");  // heartbeat limit: half the timeout, 4 s
+  EXPECT_NE(j.code, 0) << j.out;
+  EXPECT_LT(j.seconds, 30) << j.out;
+  EXPECT_NE(j.out.find("rank 1 stopped making progress"), std::string::npos) << j.out;
+}
+
 TEST(CommFailure, KilledRankEndsTheJobAndIsNamed) {
   if (!worker_ready()) GTEST_SKIP() << "cohort_comm_worker not built (" << worker_path() << ")";
   Job j = mpirun(3, "kill");

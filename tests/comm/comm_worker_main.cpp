@@ -6,6 +6,7 @@
 //   cohort_comm_worker collectives [--big]   every collective, closed-form checks
 //   cohort_comm_worker stall T RANK SLEEP    RANK sleeps SLEEP s before check_arrival(T)
 //   cohort_comm_worker kill                  rank 1 SIGKILLs itself mid-run
+//   cohort_comm_worker freeze RANK T         RANK SIGSTOPs itself at start-up (timeout T)
 //   cohort_comm_worker bench [MAX_BYTES [SECONDS [pytorch|none [MIN_BYTES [TIMEOUT]]]]]
 //                                            run_comm_bench until `cohort bench comm`
 #include <signal.h>
@@ -277,6 +278,13 @@ void run_collectives(Communicator& c, bool big) {
 }
 
 // One rank arrives late at check_arrival; rank 0 must name it and the job end.
+// A rank stopped by a signal beats no more: the heartbeat must name it.
+void run_freeze(Communicator& c, int frozen, double timeout) {
+  c.set_timeout(timeout);
+  if (c.rank() == frozen) ::raise(SIGSTOP);
+  c.barrier();
+}
+
 void run_stall(Communicator& c, double timeout, int late, double sleep_s) {
   c.set_timeout(timeout);
   c.check_arrival("warm-up");
@@ -309,6 +317,8 @@ int main(int argc, char** argv) {
       run_collectives(*world, argc > 2 && std::string(argv[2]) == "--big");
     } else if (scenario == "stall" && argc == 5) {
       run_stall(*world, std::stod(argv[2]), std::stoi(argv[3]), std::stod(argv[4]));
+    } else if (scenario == "freeze" && argc == 4) {
+      run_freeze(*world, std::stoi(argv[2]), std::stod(argv[3]));
     } else if (scenario == "kill") {
       run_kill(*world);
     } else if (scenario == "bench") {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -132,6 +133,23 @@ TEST(DataParallel, RanksShareTheMachinesCpusByDefault) {
   ASSERT_EQ(o.code, 0) << o.out;
   EXPECT_NE(o.out.find("OMP_WAIT_POLICY=PASSIVE"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("\"threads\":" + std::to_string(many) + ","), std::string::npos) << o.out;
+}
+
+// Issue 14: a rank stopped mid-training (SIGSTOP) is named by the heartbeat
+// and the job ends, however long a step takes; --timeout 6 sets the limit to 3 s.
+TEST(DataParallel, StoppedRankIsNamedMidTraining) {
+  const std::string bin = COHORT_BIN;
+  const std::string tag = "--seed 4243";  // finds this test's ranks
+  const std::string job = kMpirun + "-np 3 " + bin +
+                          " train --parallel dp --data synthetic --epochs 50 --threads 1"
+                          " --timeout 6 " + tag;
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = sh("(timeout -k 5 120 " + job + " & job=$!; sleep 4; kill -STOP $(pgrep -f '^" +
+                bin + " train .*" + tag + "' | sed -n 2p); wait $job)");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("stopped making progress"), std::string::npos) << r.out;
+  EXPECT_LT(secs, 4 + 20) << r.out;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "comm/kernels.h"
+#include "comm/mpi/heartbeat.h"
 #include "comm/mpi/mpi_check.h"
 
 namespace cohort::comm {
@@ -146,11 +147,19 @@ class MpiCommunicator final : public Communicator {
     if (!world_) return;
     std::lock_guard<std::mutex> lock(g_init_mu);
     // Finalizing waits for every rank: never on the way out of an error.
-    if (--g_worlds == 0 && std::uncaught_exceptions() == 0 && !finalized()) MPI_Finalize();
+    if (--g_worlds == 0 && std::uncaught_exceptions() == 0 && !finalized()) {
+      stop_heartbeat();
+      MPI_Finalize();
+    }
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  // --timeout also sets how long a silent rank may go unnamed.
+  void set_timeout(double seconds) override {
+    Communicator::set_timeout(seconds);
+    if (world_) set_heartbeat_limit(seconds);
+  }
 
   void send(const void* buf, size_t bytes, int dst, int tag) override {
     if (timeout_ <= 0 && bytes <= kMaxMessage) {
@@ -370,6 +379,7 @@ std::unique_ptr<Communicator> mpi_world(int* argc, char*** argv) {
       throw CommError("MPI offers thread level " + std::to_string(provided) +
                       "; cohort needs MPI_THREAD_SERIALIZED or better");
     g_multiple = provided >= MPI_THREAD_MULTIPLE;
+    start_heartbeat(MPI_COMM_WORLD);
   }
   // A private copy, so cohort's tags never meet another library's messages.
   MPI_Comm dup;
@@ -385,7 +395,10 @@ void mpi_finalize() {
   std::lock_guard<std::mutex> lock(g_init_mu);
   int inited = 0;
   MPI_Initialized(&inited);
-  if (inited && !finalized()) MPI_Finalize();
+  if (inited && !finalized()) {
+    stop_heartbeat();
+    MPI_Finalize();
+  }
 }
 
 void mpi_abort(int code) {

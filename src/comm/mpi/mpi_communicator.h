@@ -13,7 +13,8 @@ namespace cohort::comm {
 bool launched_by_mpirun();
 
 // Initializes MPI (once; later calls just return another world) asking for
-// MPI_THREAD_MULTIPLE, and returns a communicator over all ranks. Throws
+// MPI_THREAD_MULTIPLE, starts the ranks' heartbeat (comm/mpi/heartbeat.h),
+// and returns a communicator over all ranks. Throws
 // CommError if the library offers less than MPI_THREAD_SERIALIZED.
 //
 // Lifetime: when the last world communicator is destroyed normally, MPI is
