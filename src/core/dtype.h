@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace cohort {
 
@@ -45,24 +46,15 @@ struct F16 {
 };
 
 // The DType of an element type, for typed accessors and views.
+// Undefined for other types, so a typed view of one does not compile.
 template <class T>
 struct DTypeOf;
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::kF32;
-};
-template <>
-struct DTypeOf<BF16> {
-  static constexpr DType value = DType::kBF16;
-};
-template <>
-struct DTypeOf<F16> {
-  static constexpr DType value = DType::kF16;
-};
-template <>
-struct DTypeOf<int32_t> {
-  static constexpr DType value = DType::kI32;
-};
+// clang-format off
+template <> struct DTypeOf<float> : std::integral_constant<DType, DType::kF32> {};
+template <> struct DTypeOf<BF16> : std::integral_constant<DType, DType::kBF16> {};
+template <> struct DTypeOf<F16> : std::integral_constant<DType, DType::kF16> {};
+template <> struct DTypeOf<int32_t> : std::integral_constant<DType, DType::kI32> {};
+// clang-format on
 template <class T>
 constexpr DType dtype_of = DTypeOf<T>::value;
 

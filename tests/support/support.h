@@ -1,6 +1,7 @@
 // Shared by the tests that run the cohort binary: run a command (mpirun
-// allowed as root) and compare two checkpoints.
+// allowed as root) and compare two checkpoints; and the message of an Error.
 #pragma once
+#include <functional>
 #include <string>
 
 namespace cohort::testing_support {
@@ -17,5 +18,8 @@ int run(const std::string& cmd, std::string* out = nullptr);
 
 // max |a - b| / max |b| over every tensor of checkpoint b, found by name in a.
 double checkpoint_rel_diff(const std::string& a, const std::string& b);
+
+// The message of the cohort::Error that f throws, or "(no error)".
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace cohort::testing_support
