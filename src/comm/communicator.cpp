@@ -41,22 +41,28 @@ Algorithm choose_algorithm(size_t bytes, int world) {
   return Algorithm::kRing;
 }
 
-void Communicator::allreduce(float* data, int64_t n, ReduceOp op, Algorithm algo) {
+// A collective asked to reduce a dtype it has no kernel for.
+static Error unsupported(const char* what, DType t, const char* built) {
+  return Error(detail::concat(what, ": dtype ", dtype_name(t), " is not supported (", built, ")"));
+}
+
+void Communicator::allreduce(View data, int64_t n, ReduceOp op, Algorithm algo) {
   COHORT_CHECK(n >= 0, "allreduce of ", n, " elements");
+  if (data.dtype != DType::kF32 && data.dtype != DType::kBF16)
+    throw unsupported("allreduce", data.dtype, "reductions are built for f32 and bf16");
   if (size() == 1 || n == 0) return;  // a sum or mean over one rank is the vector itself
-  if (algo == Algorithm::kAuto) algo = choose_algorithm(size_t(n) * sizeof(float), size());
+  if (algo == Algorithm::kAuto) algo = choose_algorithm(dtype_bytes(data.dtype, n), size());
+  if (data.dtype == DType::kBF16) return allreduce_bf16(data.as<BF16>(), n, op, algo);
+  float* f = data.as<float>();
   switch (algo) {
-    case Algorithm::kRing: ring_allreduce(*this, data, n, op); break;
-    case Algorithm::kTree: tree_allreduce(*this, data, n, op); break;
-    case Algorithm::kMpi: mpi_allreduce(data, n, op); break;
+    case Algorithm::kRing: ring_allreduce(*this, f, n, op); break;
+    case Algorithm::kTree: tree_allreduce(*this, f, n, op); break;
+    case Algorithm::kMpi: mpi_allreduce(f, n, op); break;
     case Algorithm::kAuto: break;
   }
 }
 
-void Communicator::allreduce(BF16* data, int64_t n, ReduceOp op, Algorithm algo) {
-  COHORT_CHECK(n >= 0, "allreduce of ", n, " elements");
-  if (size() == 1 || n == 0) return;
-  if (algo == Algorithm::kAuto) algo = choose_algorithm(size_t(n) * sizeof(BF16), size());
+void Communicator::allreduce_bf16(BF16* data, int64_t n, ReduceOp op, Algorithm algo) {
   if (algo == Algorithm::kRing) {
     ring_allreduce_bf16(*this, data, n, op);
     return;
@@ -68,14 +74,17 @@ void Communicator::allreduce(BF16* data, int64_t n, ReduceOp op, Algorithm algo)
   f32_to_bf16(wide.data(), data, size_t(n));
 }
 
-void Communicator::reduce_scatter(const float* src, float* dst, int64_t count, ReduceOp op) {
+void Communicator::reduce_scatter(ConstView src, View dst, int64_t count, ReduceOp op) {
   COHORT_CHECK(count >= 0, "reduce_scatter of ", count, " elements per rank");
-  ring_reduce_scatter(*this, src, dst, count, op);
+  check_dtype("reduce_scatter", "dst", dst.dtype, src.dtype);
+  if (src.dtype != DType::kF32) throw unsupported("reduce_scatter", src.dtype, "f32 only");
+  ring_reduce_scatter(*this, src.as<float>(), dst.as<float>(), count, op);
 }
 
-void Communicator::allgather(const float* src, float* dst, int64_t count) {
+void Communicator::allgather(ConstView src, View dst, int64_t count) {
   COHORT_CHECK(count >= 0, "allgather of ", count, " elements per rank");
-  ring_allgather(*this, src, dst, count);
+  check_dtype("allgather", "dst", dst.dtype, src.dtype);
+  ring_allgather(*this, src.data, dst.data, dtype_bytes(src.dtype, count));
 }
 
 void sum_metrics(Communicator& c, double* v, int n) {

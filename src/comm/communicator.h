@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace cohort::comm {
 
@@ -64,14 +65,18 @@ class Communicator {
   virtual void sendrecv(const void* sbuf, size_t sbytes, int dst, void* rbuf, size_t rbytes,
                         int src, int tag) = 0;
 
-  // In place over n elements.
-  void allreduce(float* data, int64_t n, ReduceOp op, Algorithm algo = Algorithm::kAuto);
-  // bf16 on the wire, accumulated in f32.
-  void allreduce(BF16* data, int64_t n, ReduceOp op, Algorithm algo = Algorithm::kAuto);
-  // src holds size()*count elements; this rank's reduced block lands in dst (count).
-  virtual void reduce_scatter(const float* src, float* dst, int64_t count, ReduceOp op);
-  // src holds count elements; dst gets size()*count, rank r's block at r*count.
-  virtual void allgather(const float* src, float* dst, int64_t count);
+  // Collectives take typed views (a Tensor, or a float*/BF16*/... pointer):
+  // element counts, and bytes from the view's dtype. Reductions are built for
+  // f32 and bf16; another dtype is an Error naming the call and the dtype.
+  //
+  // In place over n elements. bf16: bf16 on the wire, accumulated in f32.
+  void allreduce(View data, int64_t n, ReduceOp op, Algorithm algo = Algorithm::kAuto);
+  // src holds size()*count elements; this rank's reduced block lands in dst
+  // (count). f32 only for now.
+  virtual void reduce_scatter(ConstView src, View dst, int64_t count, ReduceOp op);
+  // src holds count elements; dst gets size()*count, rank r's block at
+  // r*count. Any dtype: it only moves bytes.
+  virtual void allgather(ConstView src, View dst, int64_t count);
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
   // Ranks with the same color form a new communicator, ordered by key. A
@@ -90,6 +95,9 @@ class Communicator {
  protected:
   virtual void mpi_allreduce(float* data, int64_t n, ReduceOp op) = 0;
   double timeout_ = 0;
+
+ private:
+  void allreduce_bf16(BF16* data, int64_t n, ReduceOp op, Algorithm algo);
 };
 
 // Waits for r without holding a core: tests, then yields, then sleeps in
@@ -114,6 +122,6 @@ void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op);
 // The ring's halves, used by the default reduce_scatter and allgather.
 void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t count,
                          ReduceOp op);
-void ring_allgather(Communicator& c, const float* src, float* dst, int64_t count);
+void ring_allgather(Communicator& c, const void* src, void* dst, size_t block_bytes);
 
 }  // namespace cohort::comm

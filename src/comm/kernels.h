@@ -17,6 +17,10 @@ constexpr int64_t kSegmentFloats = 64 * 1024;
 // Block boundaries are multiples of 16 floats (one 64-byte cache line).
 constexpr int64_t kAlignFloats = 16;
 
+// Bytes on the wire of n elements: the f32 kernels below, bf16 on the wire.
+inline size_t f32_bytes(int64_t n) { return dtype_bytes(DType::kF32, n); }
+inline size_t bf16_bytes(int64_t n) { return dtype_bytes(DType::kBF16, n); }
+
 inline void add_into(float* __restrict dst, const float* __restrict src, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];

@@ -3,6 +3,7 @@
 // allgather that passes the finished blocks on. Each rank sends 2(P-1)/P of
 // the vector, the bandwidth optimum. Received partial sums are staged in
 // L2-sized segments so the add reads them from cache, not memory.
+#include <cstring>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -10,7 +11,9 @@
 
 namespace cohort::comm {
 
+using detail::bf16_bytes;
 using detail::Blocks;
+using detail::f32_bytes;
 using detail::kSegmentFloats;
 using detail::mod;
 
@@ -26,7 +29,7 @@ void reduce_step(Communicator& c, const float* send, int64_t scount, float* acc,
   for (int64_t off = 0; off < std::max(scount, rcount); off += kSegmentFloats) {
     const int64_t s = std::clamp<int64_t>(scount - off, 0, kSegmentFloats);
     const int64_t r = std::clamp<int64_t>(rcount - off, 0, kSegmentFloats);
-    detail::exchange(c, send + off, size_t(s) * 4, right, tmp, size_t(r) * 4, left, tag);
+    detail::exchange(c, send + off, f32_bytes(s), right, tmp, f32_bytes(r), left, tag);
     detail::add_into(acc + off, tmp, r);
   }
 }
@@ -51,8 +54,8 @@ void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
   // Allgather: finished blocks go around once, straight into place.
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
-    detail::exchange(c, data + blk.begin(sb), size_t(blk.count(sb)) * 4, right,
-                     data + blk.begin(rb), size_t(blk.count(rb)) * 4, left, kRingTag);
+    detail::exchange(c, data + blk.begin(sb), f32_bytes(blk.count(sb)), right,
+                     data + blk.begin(rb), f32_bytes(blk.count(rb)), left, kRingTag);
   }
 }
 
@@ -75,7 +78,7 @@ void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t 
     for (int64_t off = 0; off < count; off += kSegmentFloats) {
       const int64_t k = std::min(kSegmentFloats, count - off);
       // dst's segment is sent before it is overwritten with the next sum.
-      c.sendrecv(dst + off, size_t(k) * 4, right, tmp, size_t(k) * 4, left, kRingTag);
+      c.sendrecv(dst + off, f32_bytes(k), right, tmp, f32_bytes(k), left, kRingTag);
 #pragma omp simd
       for (int64_t i = 0; i < k; ++i) dst[off + i] = tmp[i] + mine[off + i];
     }
@@ -83,15 +86,16 @@ void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t 
   if (op == ReduceOp::kAverage) detail::scale(dst, 1.0f / p, count);
 }
 
-void ring_allgather(Communicator& c, const float* src, float* dst, int64_t count) {
+void ring_allgather(Communicator& c, const void* src, void* dst, size_t block_bytes) {
   const int p = c.size(), r = c.rank();
-  std::copy(src, src + count, dst + int64_t(r) * count);
-  if (p == 1 || count == 0) return;
+  char* out = static_cast<char*>(dst);
+  std::memmove(out + size_t(r) * block_bytes, src, block_bytes);  // src may be that block
+  if (p == 1 || block_bytes == 0) return;
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
-    c.sendrecv(dst + int64_t(sb) * count, size_t(count) * 4, right, dst + int64_t(rb) * count,
-               size_t(count) * 4, left, kRingTag);
+    c.sendrecv(out + size_t(sb) * block_bytes, block_bytes, right, out + size_t(rb) * block_bytes,
+               block_bytes, left, kRingTag);
   }
 }
 
@@ -113,7 +117,7 @@ void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op) {
       const int64_t k = std::clamp<int64_t>(sc - off, 0, kSegmentFloats);
       const int64_t m = std::clamp<int64_t>(rc - off, 0, kSegmentFloats);
       f32_to_bf16(send + off, out.data(), size_t(k));
-      detail::exchange(c, out.data(), size_t(k) * 2, right, in.data(), size_t(m) * 2, left,
+      detail::exchange(c, out.data(), bf16_bytes(k), right, in.data(), bf16_bytes(m), left,
                        kRingTag);
       for (int64_t i = 0; i < m; ++i) recv[off + i] += from_bf16(in[size_t(i)]);
     }
@@ -123,8 +127,8 @@ void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op) {
   f32_to_bf16(acc.data() + blk.begin(own), data + blk.begin(own), size_t(blk.count(own)));
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
-    detail::exchange(c, data + blk.begin(sb), size_t(blk.count(sb)) * 2, right,
-                     data + blk.begin(rb), size_t(blk.count(rb)) * 2, left, kRingTag);
+    detail::exchange(c, data + blk.begin(sb), bf16_bytes(blk.count(sb)), right,
+                     data + blk.begin(rb), bf16_bytes(blk.count(rb)), left, kRingTag);
   }
 }
 

@@ -11,6 +11,7 @@
 namespace cohort::comm {
 
 using detail::Blocks;
+using detail::f32_bytes;
 using detail::kSegmentFloats;
 
 namespace {
@@ -30,7 +31,7 @@ void reduce_with(Communicator& c, const float* send, int64_t scount, float* acc,
   for (int64_t off = 0; off < std::max(scount, rcount); off += kSegmentFloats) {
     const int64_t s = std::clamp<int64_t>(scount - off, 0, kSegmentFloats);
     const int64_t r = std::clamp<int64_t>(rcount - off, 0, kSegmentFloats);
-    detail::exchange(c, send + off, size_t(s) * 4, peer, tmp, size_t(r) * 4, peer, kTreeTag);
+    detail::exchange(c, send + off, f32_bytes(s), peer, tmp, f32_bytes(r), peer, kTreeTag);
     detail::add_into(acc + off, tmp, r);
   }
 }
@@ -60,8 +61,8 @@ void halving_doubling(Communicator& c, float* data, int64_t n, ReduceOp op, int 
     const bool lower = (vrank & mask) == 0;
     const int width = hi - lo;
     const int plo = lower ? hi : lo - width, phi = plo + width;
-    detail::exchange(c, data + blk.begin(lo), size_t(blk.count_of(lo, hi)) * 4, peer,
-                     data + blk.begin(plo), size_t(blk.count_of(plo, phi)) * 4, peer, kTreeTag);
+    detail::exchange(c, data + blk.begin(lo), f32_bytes(blk.count_of(lo, hi)), peer,
+                     data + blk.begin(plo), f32_bytes(blk.count_of(plo, phi)), peer, kTreeTag);
     lo = std::min(lo, plo);
     hi = std::max(hi, phi);
   }
@@ -87,13 +88,13 @@ void tree_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
   if (r < 2 * extra) {
     if (r % 2 == 0) {
       for (int64_t off = 0; off < n; off += kSegmentFloats)
-        c.send(data + off, size_t(std::min(kSegmentFloats, n - off)) * 4, r + 1, kTreeTag);
+        c.send(data + off, f32_bytes(std::min(kSegmentFloats, n - off)), r + 1, kTreeTag);
       vrank = -1;
     } else {
       float* tmp = detail::scratch(std::min(n, kSegmentFloats));
       for (int64_t off = 0; off < n; off += kSegmentFloats) {
         const int64_t k = std::min(kSegmentFloats, n - off);
-        c.recv(tmp, size_t(k) * 4, r - 1, kTreeTag);
+        c.recv(tmp, f32_bytes(k), r - 1, kTreeTag);
         detail::add_into(data + off, tmp, k);
       }
       vrank = r / 2;
@@ -111,9 +112,9 @@ void tree_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
   // Unfold: the sitting-out ranks get the finished vector.
   if (r < 2 * extra) {
     if (r % 2 == 0)
-      c.recv(data, size_t(n) * 4, r + 1, kTreeTag);
+      c.recv(data, f32_bytes(n), r + 1, kTreeTag);
     else
-      c.send(data, size_t(n) * 4, r - 1, kTreeTag);
+      c.send(data, f32_bytes(n), r - 1, kTreeTag);
   }
 }
 

@@ -1,13 +1,39 @@
-// Counting tensor memory by scope: while a CountAllocations is alive on a
-// thread, every Tensor::empty on that thread adds its bytes to the counter,
-// and freeing that tensor later (on any thread) takes them off again. A
-// pipeline stage counts its activations this way (live and peak bytes).
+// Device memory for tensors, and counting it by scope.
+//
+// Every Tensor::empty goes through allocate(device, bytes): one allocator per
+// device (64-byte aligned host memory today; a CUDA allocator registers
+// itself with set_allocator when that backend is built).
+//
+// While a CountAllocations is alive on a thread, every allocation on that
+// thread adds its bytes to the counter, and freeing that memory later (on any
+// thread) takes them off again. A pipeline stage counts its activations this
+// way (live and peak bytes).
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "core/device.h"
+
 namespace cohort {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;  // throws Error when out of memory
+  virtual void deallocate(void* p) = 0;
+};
+
+// The allocator of `device`; Error if none is built for it.
+Allocator& allocator(Device device);
+// Installs the allocator of a device (a backend at start-up; tests). Not
+// thread-safe against concurrent allocation: call before any.
+void set_allocator(Device device, Allocator* a);
+
+// `bytes` (rounded up to whole 64-byte lines) on `device`, freed when the
+// last copy of the pointer goes, and counted by the thread's CountAllocations.
+std::shared_ptr<void> allocate(Device device, size_t bytes);
 
 class MemoryCounter {
  public:

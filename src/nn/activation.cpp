@@ -6,15 +6,15 @@
 namespace cohort::nn {
 
 const Tensor& ReLU::forward(const Tensor& x, Context&) {
-  ensure(y_, x.shape());
-  ops::relu_forward(x.f32(), y_.f32(), x.numel());
+  ensure(y_, x.shape(), x.dtype());
+  ops::relu_forward(x, y_, x.numel());
   return y_;
 }
 
 const Tensor& ReLU::backward(const Tensor& dy, Context&) {
   if (!needs_input_grad_) return dx_;
-  ensure(dx_, dy.shape());
-  ops::relu_backward(dy.f32(), y_.f32(), dx_.f32(), dy.numel());
+  ensure(dx_, dy.shape(), dy.dtype());
+  ops::relu_backward(dy, y_, dx_, dy.numel());
   return dx_;
 }
 
@@ -24,24 +24,24 @@ const Tensor& Dropout::forward(const Tensor& x, Context& ctx) {
   COHORT_CHECK(ctx.rng, "dropout needs an RNG in training");
   shape_ = x.shape();
   const int64_t c = x.dim(-1), n = x.dim(0);
-  ensure(mask_, channels_ ? Shape{n, c} : x.shape());
-  ops::dropout_mask(mask_.f32(), mask_.numel(), p_, *ctx.rng);
-  ensure(y_, x.shape());
+  ensure(mask_, channels_ ? Shape{n, c} : x.shape(), x.dtype());
+  ops::dropout_mask(mask_, mask_.numel(), p_, *ctx.rng);
+  ensure(y_, x.shape(), x.dtype());
   if (channels_)
-    ops::dropout2d_apply(x.f32(), mask_.f32(), y_.f32(), n, x.numel() / (n * c), c);
+    ops::dropout2d_apply(x, mask_, y_, n, x.numel() / (n * c), c);
   else
-    ops::dropout_apply(x.f32(), mask_.f32(), y_.f32(), x.numel());
+    ops::dropout_apply(x, mask_, y_, x.numel());
   return y_;
 }
 
 const Tensor& Dropout::backward(const Tensor& dy, Context&) {
   if (!active_) return dy;
-  ensure(dx_, dy.shape());
+  ensure(dx_, dy.shape(), dy.dtype());
   const int64_t c = shape_.back(), n = shape_[0];
   if (channels_)
-    ops::dropout2d_apply(dy.f32(), mask_.f32(), dx_.f32(), n, dy.numel() / (n * c), c);
+    ops::dropout2d_apply(dy, mask_, dx_, n, dy.numel() / (n * c), c);
   else
-    ops::dropout_apply(dy.f32(), mask_.f32(), dx_.f32(), dy.numel());
+    ops::dropout_apply(dy, mask_, dx_, dy.numel());
   return dx_;
 }
 
@@ -52,8 +52,8 @@ const Tensor& Flatten::forward(const Tensor& x, Context&) {
     y_ = x.reshape(output_shape(x.shape()));
     return y_;
   }
-  ensure(y_, output_shape(x.shape()));
-  ops::nhwc_to_nchw(x.f32(), y_.f32(), x.dim(0), x.dim(1), x.dim(2), x.dim(3));
+  ensure(y_, output_shape(x.shape()), x.dtype());
+  ops::nhwc_to_nchw(x, y_, x.dim(0), x.dim(1), x.dim(2), x.dim(3));
   return y_;
 }
 
@@ -62,8 +62,8 @@ const Tensor& Flatten::backward(const Tensor& dy, Context&) {
     dx_ = dy.reshape(in_shape_);
     return dx_;
   }
-  ensure(dx_, in_shape_);
-  ops::nchw_to_nhwc(dy.f32(), dx_.f32(), in_shape_[0], in_shape_[3], in_shape_[1], in_shape_[2]);
+  ensure(dx_, in_shape_, dy.dtype());
+  ops::nchw_to_nhwc(dy, dx_, in_shape_[0], in_shape_[3], in_shape_[1], in_shape_[2]);
   return dx_;
 }
 

@@ -1,6 +1,5 @@
 #include "core/error.h"
 #include "nn/layers.h"
-#include "ops/elementwise.h"
 
 namespace cohort::nn {
 
@@ -16,10 +15,10 @@ std::vector<Module::Param> Conv2d::params() {
   return p;
 }
 
-ops::ConvShape Conv2d::shape_for(const Shape& x) const {
+ops::ConvShape Conv2d::shape_for(const Shape& x, DType dtype) const {
   COHORT_CHECK(x.size() == 4 && x[3] == c_in_, "conv2d expects {N,H,W,", c_in_, "}, got ",
                shape_str(x));
-  return {x[0], x[1], x[2], c_in_, c_out_, k_, k_, stride_, pad_};
+  return {x[0], x[1], x[2], c_in_, c_out_, k_, k_, stride_, pad_, dtype};
 }
 
 Shape Conv2d::output_shape(const Shape& in) const {
@@ -32,26 +31,21 @@ double Conv2d::flops(const Shape& in) const {
 }
 
 const Tensor& Conv2d::forward(const Tensor& x, Context& ctx) {
-  auto& op = ops_[x.shape()];
-  if (!op) op = ops::make_conv2d(ctx.device, shape_for(x.shape()), relu_);
+  auto& op = ops_[op_key(x)];
+  if (!op) op = ops::make_conv2d(ctx.device, shape_for(x.shape(), x.dtype()), relu_);
   op_ = op.get();
   x_ = x;
-  ensure(y_, output_shape(x.shape()));
-  op_->forward(x.f32(), weight_.f32(), bias_ ? b_.f32() : nullptr, y_.f32());
+  ensure(y_, output_shape(x.shape()), x.dtype());
+  op_->forward(x, weight_, b_, y_);  // b_ is unbound (a null view) without bias
   return y_;
 }
 
 const Tensor& Conv2d::backward(const Tensor& dy, Context& ctx) {
-  const float* g = dy.f32();
-  if (relu_) {
-    ensure(dy_relu_, dy.shape());
-    ops::relu_backward(dy.f32(), y_.f32(), dy_relu_.f32(), dy.numel());
-    g = dy_relu_.f32();
-  }
-  op_->backward_weights(x_.f32(), g, dweight_.f32(), bias_ ? db_.f32() : nullptr, ctx.accumulate);
+  const Tensor& g = fused_relu_grad(dy, y_, relu_, dy_relu_);
+  op_->backward_weights(x_, g, dweight_, db_, ctx.accumulate);
   if (needs_input_grad_) {
-    ensure(dx_, x_.shape());
-    op_->backward_data(g, weight_.f32(), dx_.f32());
+    ensure(dx_, x_.shape(), x_.dtype());
+    op_->backward_data(g, weight_, dx_);
   }
   return dx_;
 }

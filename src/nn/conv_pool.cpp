@@ -24,10 +24,10 @@ std::vector<Module::Param> ConvPool::params() {
           {"bias", {c_out_}, Init::kUniformFanIn, fan_in, &b_, &db_}};
 }
 
-ops::ConvShape ConvPool::conv_shape(const Shape& x) const {
+ops::ConvShape ConvPool::conv_shape(const Shape& x, DType dtype) const {
   COHORT_CHECK(x.size() == 4 && x[3] == c_in_, "conv expects {N,H,W,", c_in_, "}, got ",
                shape_str(x));
-  return {x[0], x[1], x[2], c_in_, c_out_, k_, k_, 1, pad_};
+  return {x[0], x[1], x[2], c_in_, c_out_, k_, k_, 1, pad_, dtype};
 }
 
 Shape ConvPool::output_shape(const Shape& in) const {
@@ -41,17 +41,17 @@ double ConvPool::flops(const Shape& in) const {
 
 int64_t ConvPool::chunk_size(const Shape& x) const {
   auto s = conv_shape(x);
-  const int64_t per_image = s.out_h() * s.out_w() * c_out_ * 4;
+  const int64_t per_image = int64_t(dtype_bytes(s.dtype, s.out_h() * s.out_w() * c_out_));
   return std::max<int64_t>(1, std::min<int64_t>(x[0], chunk_bytes() / per_image));
 }
 
-ConvPool::Ops& ConvPool::ops_for(const Shape& x_chunk, Context& ctx) {
-  Ops& o = ops_[x_chunk];
+ConvPool::Ops& ConvPool::ops_for(const Shape& x_chunk, DType dtype, Context& ctx) {
+  Ops& o = ops_[{dtype, x_chunk}];
   if (!o.conv) {
-    auto s = conv_shape(x_chunk);
+    auto s = conv_shape(x_chunk, dtype);
     o.conv = ops::make_conv2d(ctx.device, s, true);
     o.pool = ops::make_max_pool2d(ctx.device,
-                                  {s.n, s.out_h(), s.out_w(), c_out_, pool_, pool_});
+                                  {s.n, s.out_h(), s.out_w(), c_out_, pool_, pool_, dtype});
   }
   return o;
 }
@@ -60,44 +60,40 @@ const Tensor& ConvPool::forward(const Tensor& x, Context& ctx) {
   x_ = x;
   const int64_t n = x.dim(0), chunk = chunk_size(x.shape());
   const auto cs = conv_shape(x.shape());
-  ensure(y_, output_shape(x.shape()));
-  ensure(scratch_, {chunk, cs.out_h(), cs.out_w(), c_out_});
+  ensure(y_, output_shape(x.shape()), x.dtype());
+  ensure(scratch_, {chunk, cs.out_h(), cs.out_w(), c_out_}, x.dtype());
   Shape full = x.shape();
   full[0] = chunk;
-  ws_stride_ = (ops_for(full, ctx).pool->workspace_bytes() + 63) / 64 * 64;
+  ws_stride_ = (ops_for(full, x.dtype(), ctx).pool->workspace_bytes() + 63) / 64 * 64;
   workspace_.resize(ws_stride_ * size_t((n + chunk - 1) / chunk));
   std::set<ops::Conv2d*> prepared;  // lay the weights out once per op per step
   for (int64_t b = 0, i = 0; b < n; b += chunk, ++i) {
     const int64_t e = std::min(n, b + chunk);
     Shape xs = x.shape();
     xs[0] = e - b;
-    Ops& o = ops_for(xs, ctx);
+    Ops& o = ops_for(xs, x.dtype(), ctx);
     const bool fresh = prepared.insert(o.conv.get()).second;
-    o.conv->forward(x.slice(b, e).f32(), fresh ? weight_.f32() : nullptr, b_.f32(),
-                    scratch_.f32());
-    o.pool->forward(scratch_.f32(), y_.slice(b, e).f32(), workspace_.data() + ws_stride_ * i);
+    o.conv->forward(x.slice(b, e), fresh ? ConstView(weight_) : nullptr, b_, scratch_);
+    o.pool->forward(scratch_, y_.slice(b, e), workspace_.data() + ws_stride_ * i);
   }
   return y_;
 }
 
 const Tensor& ConvPool::backward(const Tensor& dy, Context& ctx) {
-  ensure(dmasked_, dy.shape());
-  ops::relu_backward(dy.f32(), y_.f32(), dmasked_.f32(), dy.numel());
-  if (needs_input_grad_) ensure(dx_, x_.shape());
+  fused_relu_grad(dy, y_, true, dmasked_);
+  if (needs_input_grad_) ensure(dx_, x_.shape(), x_.dtype());
   const int64_t n = x_.dim(0), chunk = chunk_size(x_.shape());
   std::set<ops::Conv2d*> prepared;
   for (int64_t b = 0, i = 0; b < n; b += chunk, ++i) {
     const int64_t e = std::min(n, b + chunk);
     Shape xs = x_.shape();
     xs[0] = e - b;
-    Ops& o = ops_for(xs, ctx);
-    o.pool->backward(dmasked_.slice(b, e).f32(), scratch_.f32(),
-                     workspace_.data() + ws_stride_ * i);
-    o.conv->backward_weights(x_.slice(b, e).f32(), scratch_.f32(), dweight_.f32(), db_.f32(),
-                             ctx.accumulate || b > 0);
+    Ops& o = ops_for(xs, x_.dtype(), ctx);
+    o.pool->backward(dmasked_.slice(b, e), scratch_, workspace_.data() + ws_stride_ * i);
+    o.conv->backward_weights(x_.slice(b, e), scratch_, dweight_, db_, ctx.accumulate || b > 0);
     if (needs_input_grad_) {
       const bool fresh = prepared.insert(o.conv.get()).second;
-      o.conv->backward_data(scratch_.f32(), fresh ? weight_.f32() : nullptr, dx_.slice(b, e).f32());
+      o.conv->backward_data(scratch_, fresh ? ConstView(weight_) : nullptr, dx_.slice(b, e));
     }
   }
   return dx_;

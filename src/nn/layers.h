@@ -1,5 +1,5 @@
-// The layers of the model zoo. Each keeps one op instance per input shape
-// (primitives built once per shape, DESIGN: ops/), its output and its dx.
+// The layers of the model zoo. Each keeps one op instance per input shape and
+// dtype (primitives built once per shape, DESIGN: ops/), its output and its dx.
 #pragma once
 #include <map>
 
@@ -26,12 +26,12 @@ class Conv2d final : public Module {
   std::vector<Param> params() override;
 
  private:
-  ops::ConvShape shape_for(const Shape& x) const;
+  ops::ConvShape shape_for(const Shape& x, DType dtype = DType::kF32) const;
   int64_t c_in_, c_out_, k_, stride_, pad_;
   bool bias_, relu_;
   Tensor weight_, dweight_, b_, db_;
   Tensor x_, y_, dy_relu_, dx_;
-  std::map<Shape, std::unique_ptr<ops::Conv2d>> ops_;
+  std::map<OpKey, std::unique_ptr<ops::Conv2d>> ops_;
   ops::Conv2d* op_ = nullptr;
 };
 
@@ -54,28 +54,31 @@ class ConvPool final : public Module {
   std::vector<Param> params() override;
 
  private:
-  ops::ConvShape conv_shape(const Shape& x) const;
+  ops::ConvShape conv_shape(const Shape& x, DType dtype = DType::kF32) const;
   int64_t chunk_size(const Shape& x) const;
   struct Ops {
     std::unique_ptr<ops::Conv2d> conv;
     std::unique_ptr<ops::MaxPool2d> pool;
   };
-  Ops& ops_for(const Shape& x_chunk, Context& ctx);
+  Ops& ops_for(const Shape& x_chunk, DType dtype, Context& ctx);
   int64_t c_in_, c_out_, k_, pad_, pool_;
   Tensor weight_, dweight_, b_, db_;
   Tensor x_, y_, dmasked_, dx_, scratch_;
   std::vector<uint8_t> workspace_;
   size_t ws_stride_ = 0;
-  std::map<Shape, Ops> ops_;
+  std::map<OpKey, Ops> ops_;
 };
 
-// src {N, I} -> dst {N, O}; optional fused ReLU.
+// src {..., I} -> dst {..., O}, as PyTorch's nn.Linear: leading dimensions
+// (batch, sequence) are flattened into the rows of one matrix product.
+// Optional fused ReLU.
 class Linear final : public Module {
  public:
   Linear(int64_t in, int64_t out, bool relu = false);
   std::string type() const override { return "linear"; }
-  Shape output_shape(const Shape& in) const override { return {in[0], out_}; }
-  double flops(const Shape& in) const override { return 2.0 * in_ * out_; }
+  Shape output_shape(const Shape& in) const override;
+  // Per image: one product of in x out for each of its rows ({F}: 1, {T, F}: T).
+  double flops(const Shape& in) const override { return 2.0 * numel(in) * out_; }
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
 
@@ -86,8 +89,9 @@ class Linear final : public Module {
   int64_t in_, out_;
   bool relu_;
   Tensor weight_, dweight_, b_, db_;
-  Tensor x_, y_, dy_relu_, dx_;
-  std::map<int64_t, std::unique_ptr<ops::Linear>> ops_;
+  Tensor x_, y_, dy_relu_, dx_;  // x_ and y_ as {rows, I} and {rows, O}
+  Shape x_shape_;
+  std::map<OpKey, std::unique_ptr<ops::Linear>> ops_;
   ops::Linear* op_ = nullptr;
 };
 
@@ -102,7 +106,7 @@ class MaxPool2d final : public Module {
  private:
   int64_t k_, stride_;
   Tensor y_, dx_;
-  std::map<Shape, std::unique_ptr<ops::MaxPool2d>> ops_;
+  std::map<OpKey, std::unique_ptr<ops::MaxPool2d>> ops_;
   ops::MaxPool2d* op_ = nullptr;
 };
 
@@ -137,7 +141,7 @@ class BatchNorm2d final : public Module {
   bool relu_;
   Tensor gamma_, dgamma_, beta_, dbeta_, running_mean_, running_var_;
   Tensor x_, y_, dy_relu_, dx_;
-  std::map<Shape, std::unique_ptr<ops::BatchNorm>> ops_;
+  std::map<OpKey, std::unique_ptr<ops::BatchNorm>> ops_;
   ops::BatchNorm* op_ = nullptr;
 };
 

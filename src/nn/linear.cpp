@@ -1,6 +1,5 @@
 #include "core/error.h"
 #include "nn/layers.h"
-#include "ops/elementwise.h"
 
 namespace cohort::nn {
 
@@ -11,29 +10,34 @@ std::vector<Module::Param> Linear::params() {
           {"bias", {out_}, Init::kUniformFanIn, in_, &b_, &db_}};
 }
 
+Shape Linear::output_shape(const Shape& in) const {
+  COHORT_CHECK(!in.empty() && in.back() == in_, "linear expects {...,", in_, "}, got ",
+               shape_str(in));
+  Shape out = in;
+  out.back() = out_;
+  return out;
+}
+
+// {B, T, I} runs as {B*T, I}: the rows are contiguous either way.
 const Tensor& Linear::forward(const Tensor& x, Context& ctx) {
-  COHORT_CHECK(x.ndim() == 2 && x.dim(1) == in_, "linear expects {N,", in_, "}, got ",
-               shape_str(x.shape()));
-  auto& op = ops_[x.dim(0)];
-  if (!op) op = ops::make_linear(ctx.device, {x.dim(0), in_, out_}, relu_);
+  const Shape y_shape = output_shape(x.shape());
+  const int64_t rows = x.numel() / in_;
+  x_shape_ = x.shape();
+  x_ = x.reshape({rows, in_});
+  auto& op = ops_[{x.dtype(), {rows}}];
+  if (!op) op = ops::make_linear(ctx.device, {rows, in_, out_, x.dtype()}, relu_);
   op_ = op.get();
-  x_ = x;
-  ensure(y_, {x.dim(0), out_});
-  op_->forward(x.f32(), weight_.f32(), b_.f32(), y_.f32());
+  ensure(y_, y_shape, x.dtype());
+  op_->forward(x_, weight_, b_, y_);
   return y_;
 }
 
 const Tensor& Linear::backward(const Tensor& dy, Context& ctx) {
-  const float* g = dy.f32();
-  if (relu_) {
-    ensure(dy_relu_, dy.shape());
-    ops::relu_backward(dy.f32(), y_.f32(), dy_relu_.f32(), dy.numel());
-    g = dy_relu_.f32();
-  }
-  op_->backward_weights(x_.f32(), g, dweight_.f32(), db_.f32(), ctx.accumulate);
+  const Tensor& g = fused_relu_grad(dy, y_, relu_, dy_relu_);
+  op_->backward_weights(x_, g, dweight_, db_, ctx.accumulate);
   if (needs_input_grad_) {
-    ensure(dx_, x_.shape());
-    op_->backward_data(g, weight_.f32(), dx_.f32());
+    ensure(dx_, x_shape_, x_.dtype());
+    op_->backward_data(g, weight_, dx_);
   }
   return dx_;
 }

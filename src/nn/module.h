@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/arena.h"
@@ -31,8 +32,9 @@ struct ParamRegistry {
   Arena* buffers;
 };
 
-// Init rules, applied after the arenas are allocated.
-enum class Init { kUniformFanIn, kOnes, kZeros };
+// Init rules, applied after the arenas are allocated. kNormal draws from
+// normal(0, Param::std) (GPT-2: 0.02) whatever the InitStyle.
+enum class Init { kUniformFanIn, kOnes, kZeros, kNormal };
 // Whose defaults a model's conv and linear layers start from: PyTorch's
 // (weight and bias U(+-1/sqrt(fan_in))) or Keras' (Glorot-uniform weight,
 // zero bias), so each zoo model starts as in the framework that defined it.
@@ -70,6 +72,12 @@ class Module {
     int64_t fan_in;
     Tensor* value;
     Tensor* grad;
+    float std = 0;  // of Init::kNormal
+    // Full name of a parameter registered earlier ("wte.weight"): this one
+    // becomes a view of its slot (Arena::tie), takes its values (no init of
+    // its own) and adds no range. Registered after its owner, the tie's
+    // backward runs first; the owner's must then add into the shared gradient.
+    std::string tied_to;
   };
   struct Buffer {
     std::string name;
@@ -86,7 +94,19 @@ class Module {
   int64_t buffer_begin_ = 0, buffer_end_ = 0;
 };
 
-// Makes `t` a tensor of `shape`, reusing its memory when the shape is unchanged.
-void ensure(Tensor& t, const Shape& shape);
+// Makes `t` a tensor of `shape` and `dtype`, reusing its memory when it fits.
+void ensure(Tensor& t, const Shape& shape, DType dtype = DType::kF32);
+
+// Ops are built per input shape and dtype (DESIGN: ops/); modules key their
+// op caches by both.
+using OpKey = std::pair<DType, Shape>;
+inline OpKey op_key(const Tensor& x) { return {x.dtype(), x.shape()}; }
+
+// The gradient that reaches an op with a fused ReLU: dy masked by its output
+// (y > 0), written to `scratch`; dy itself when `relu` is off.
+const Tensor& fused_relu_grad(const Tensor& dy, const Tensor& y, bool relu, Tensor& scratch);
+
+// Fills t with draws from normal(0, std).
+void init_normal(const Tensor& t, float std, Rng& rng);
 
 }  // namespace cohort::nn

@@ -11,32 +11,33 @@ Shape MaxPool2d::output_shape(const Shape& in) const {
 const Tensor& MaxPool2d::forward(const Tensor& x, Context& ctx) {
   COHORT_CHECK(x.ndim() == 4 && x.dim(1) >= k_ && x.dim(2) >= k_, "max_pool2d input ",
                shape_str(x.shape()));
-  auto& op = ops_[x.shape()];
-  if (!op) op = ops::make_max_pool2d(ctx.device, {x.dim(0), x.dim(1), x.dim(2), x.dim(3), k_, stride_});
+  auto& op = ops_[op_key(x)];
+  if (!op)
+    op = ops::make_max_pool2d(ctx.device,
+                              {x.dim(0), x.dim(1), x.dim(2), x.dim(3), k_, stride_, x.dtype()});
   op_ = op.get();
-  ensure(y_, output_shape(x.shape()));
-  ensure(dx_, x.shape());
-  op_->forward(x.f32(), y_.f32());
+  ensure(y_, output_shape(x.shape()), x.dtype());
+  ensure(dx_, x.shape(), x.dtype());
+  op_->forward(x, y_);
   return y_;
 }
 
 const Tensor& MaxPool2d::backward(const Tensor& dy, Context&) {
-  if (needs_input_grad_) op_->backward(dy.f32(), dx_.f32());
+  if (needs_input_grad_) op_->backward(dy, dx_);
   return dx_;
 }
 
 const Tensor& GlobalAvgPool::forward(const Tensor& x, Context&) {
   in_shape_ = x.shape();
-  ensure(y_, output_shape(x.shape()));
-  ops::global_avg_pool_forward(x.f32(), y_.f32(), x.dim(0), x.dim(1) * x.dim(2), x.dim(3));
+  ensure(y_, output_shape(x.shape()), x.dtype());
+  ops::global_avg_pool_forward(x, y_, x.dim(0), x.dim(1) * x.dim(2), x.dim(3));
   return y_;
 }
 
 const Tensor& GlobalAvgPool::backward(const Tensor& dy, Context&) {
   if (!needs_input_grad_) return dx_;
-  ensure(dx_, in_shape_);
-  ops::global_avg_pool_backward(dy.f32(), dx_.f32(), in_shape_[0], in_shape_[1] * in_shape_[2],
-                                in_shape_[3]);
+  ensure(dx_, in_shape_, dy.dtype());
+  ops::global_avg_pool_backward(dy, dx_, in_shape_[0], in_shape_[1] * in_shape_[2], in_shape_[3]);
   return dx_;
 }
 

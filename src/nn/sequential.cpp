@@ -68,8 +68,11 @@ const Tensor& Sequential::backward_range(size_t begin, size_t end, const Tensor&
   return *g;
 }
 
-Residual::Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut)
-    : branch_(std::move(branch)), shortcut_(std::move(shortcut)) {}
+Residual::Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut,
+                   PostActivation post)
+    : branch_(std::move(branch)),
+      shortcut_(std::move(shortcut)),
+      relu_(post == PostActivation::kReLU) {}
 
 void Residual::register_params(ParamRegistry& reg, const std::string& prefix) {
   param_begin_ = reg.params->size();
@@ -95,26 +98,21 @@ const Tensor& Residual::forward(const Tensor& x, Context& ctx) {
   const Tensor& s = shortcut_ ? shortcut_->forward(x, ctx) : x;
   COHORT_CHECK(b.shape() == s.shape(), "residual branch ", shape_str(b.shape()), " vs shortcut ",
                shape_str(s.shape()));
-  ensure(y_, b.shape());
-  ops::add(b.f32(), s.f32(), y_.f32(), y_.numel());
-  ops::relu_forward(y_.f32(), y_.f32(), y_.numel());
+  ensure(y_, b.shape(), b.dtype());
+  ops::add(b, s, y_, y_.numel());
+  if (relu_) ops::relu_forward(y_, y_, y_.numel());
   return y_;
 }
 
 const Tensor& Residual::backward(const Tensor& dy, Context& ctx) {
-  ensure(dsum_, dy.shape());
-  ops::relu_backward(dy.f32(), y_.f32(), dsum_.f32(), dy.numel());
+  const Tensor& dsum = fused_relu_grad(dy, y_, relu_, dsum_);
   // Inner announcements would be finer than the whole block; the block announces once.
   auto ready = std::move(ctx.grad_ready);
   ctx.grad_ready = nullptr;
-  const Tensor& db = branch_->backward(dsum_, ctx);
-  ensure(dx_, x_.shape());
-  if (shortcut_) {
-    const Tensor& ds = shortcut_->backward(dsum_, ctx);
-    ops::add(db.f32(), ds.f32(), dx_.f32(), dx_.numel());
-  } else {
-    ops::add(db.f32(), dsum_.f32(), dx_.f32(), dx_.numel());
-  }
+  const Tensor& db = branch_->backward(dsum, ctx);
+  ensure(dx_, x_.shape(), x_.dtype());
+  const Tensor& ds = shortcut_ ? shortcut_->backward(dsum, ctx) : dsum;
+  ops::add(db, ds, dx_, dx_.numel());
   ctx.grad_ready = std::move(ready);
   return dx_;
 }

@@ -33,10 +33,15 @@ class Sequential : public Module {
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
 };
 
-// out = relu(branch(x) + shortcut(x)); the shortcut is identity or conv1x1+BN.
+// What follows a residual sum: ReLU (ResNet) or nothing (pre-norm transformers).
+enum class PostActivation { kReLU, kNone };
+
+// out = post(branch(x) + shortcut(x)); the shortcut is identity (null) or
+// conv1x1+BN.
 class Residual final : public Module {
  public:
-  Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut);
+  Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut,
+           PostActivation post = PostActivation::kReLU);
   std::string type() const override { return "residual"; }
   void register_params(ParamRegistry& reg, const std::string& prefix) override;
   void init_params(Rng& rng, InitStyle style) override;
@@ -47,6 +52,7 @@ class Residual final : public Module {
 
  private:
   std::unique_ptr<Sequential> branch_, shortcut_;  // shortcut_ may be null (identity)
+  bool relu_;
   Tensor x_, y_, dsum_, dx_;
 };
 

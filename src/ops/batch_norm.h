@@ -1,6 +1,8 @@
 // Batch normalization over NHWC activations, per channel C.
 // Training uses batch statistics and updates running ones (PyTorch semantics:
 // running_var uses the unbiased batch variance); inference uses running ones.
+// Operands are typed views (see ops/conv2d.h). `dtype` is the data's (src,
+// dst and their gradients); gamma, beta and the statistics stay f32.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,18 +15,19 @@ struct BatchNormShape {
   int64_t n, h, w, c;
   float eps = 1e-5f;
   float momentum = 0.1f;
+  DType dtype = DType::kF32;
 };
 
 class BatchNorm {
  public:
   virtual ~BatchNorm() = default;
-  virtual void forward_train(const float* src, const float* gamma, const float* beta, float* dst,
-                             float* running_mean, float* running_var) = 0;
-  virtual void forward_infer(const float* src, const float* gamma, const float* beta, float* dst,
-                             const float* running_mean, const float* running_var) = 0;
+  virtual void forward_train(ConstView src, ConstView gamma, ConstView beta, View dst,
+                             View running_mean, View running_var) = 0;
+  virtual void forward_infer(ConstView src, ConstView gamma, ConstView beta, View dst,
+                             ConstView running_mean, ConstView running_var) = 0;
   // After forward_train on the same src.
-  virtual void backward(const float* src, const float* ddst, const float* gamma, float* dsrc,
-                        float* dgamma, float* dbeta, bool accumulate) = 0;
+  virtual void backward(ConstView src, ConstView ddst, ConstView gamma, View dsrc, View dgamma,
+                        View dbeta, bool accumulate) = 0;
 };
 
 std::unique_ptr<BatchNorm> make_batch_norm(Device device, const BatchNormShape& shape);

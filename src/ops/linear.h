@@ -1,4 +1,5 @@
 // Fully connected layer. src {N, I}, weight {O, I} (PyTorch layout), bias {O}, dst {N, O}.
+// Built for one shape and dtype; operands are typed views (see ops/conv2d.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@ namespace cohort::ops {
 
 struct LinearShape {
   int64_t n, in, out;
+  DType dtype = DType::kF32;
   double forward_flops() const { return 2.0 * n * in * out; }
 };
 
@@ -16,9 +18,9 @@ class Linear {
  public:
   virtual ~Linear() = default;
   // dst = relu?(src weight^T + bias); bias may be null.
-  virtual void forward(const float* src, const float* weight, const float* bias, float* dst) = 0;
-  virtual void backward_data(const float* ddst, const float* weight, float* dsrc) = 0;
-  virtual void backward_weights(const float* src, const float* ddst, float* dweight, float* dbias,
+  virtual void forward(ConstView src, ConstView weight, ConstView bias, View dst) = 0;
+  virtual void backward_data(ConstView ddst, ConstView weight, View dsrc) = 0;
+  virtual void backward_weights(ConstView src, ConstView ddst, View dweight, View dbias,
                                 bool accumulate) = 0;
 };
 

@@ -18,7 +18,8 @@ DataParallel::DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer
   // Buckets are cut from the end of the arena: backward finishes the last
   // layers first, so the first bucket to fill is the arena's tail.
   const int64_t total = model.params().size();
-  const int64_t per = std::max<int64_t>(1, int64_t(cfg.bucket_mb * (1 << 20) / sizeof(float)));
+  const size_t elem = dtype_size(model.params().grads().dtype());
+  const int64_t per = std::max<int64_t>(1, int64_t(cfg.bucket_mb * (1 << 20) / elem));
   for (int64_t end = total; end > 0; end -= per)
     buckets_.push_back({std::max<int64_t>(0, end - per), end});
   pending_.assign(buckets_.size(), 0);
@@ -43,7 +44,8 @@ DataParallel::~DataParallel() {
 
 void DataParallel::reduce_bucket(size_t i) {
   auto [b, e] = buckets_[i];
-  comm_.allreduce(model_.params().grads().f32() + b, e - b, comm::ReduceOp::kSum, cfg_.algorithm);
+  comm_.allreduce(model_.params().grads().slice(b, e), e - b, comm::ReduceOp::kSum,
+                  cfg_.algorithm);
 }
 
 void DataParallel::comm_loop() {

@@ -68,8 +68,9 @@ StepResult ParameterServer::work(const Batch& batch, float lr, StepTimes& times)
   std::vector<std::unique_ptr<comm::Request>> reqs;
   for (int j = 0; j < cfg_.servers; ++j) {
     const int64_t b = shard_begin(j), e = shard_end(j);
-    reqs.push_back(world_.isend(a.grads().f32() + b, size_t(e - b) * 4, workers_ + j, kPushTag));
-    reqs.push_back(world_.irecv(a.params().f32() + b, size_t(e - b) * 4, workers_ + j, kPullTag));
+    const Tensor g = a.grads().slice(b, e), p = a.params().slice(b, e);
+    reqs.push_back(world_.isend(g.data(), g.nbytes(), workers_ + j, kPushTag));
+    reqs.push_back(world_.irecv(p.data(), p.nbytes(), workers_ + j, kPullTag));
   }
   for (auto& q : reqs) comm::wait_yielding(world_, *q);
   times.comm += c.seconds();
@@ -80,8 +81,10 @@ void ParameterServer::serve_sync(float lr, StepTimes& times) {
   Timer c;
   const int64_t b = shard_begin(server_), n = shard_end(server_) - b;
   std::vector<std::unique_ptr<comm::Request>> reqs;
-  for (int w = 0; w < workers_; ++w)
-    reqs.push_back(world_.irecv(inbox_[size_t(w)].data(), size_t(n) * 4, w, kPushTag));
+  for (int w = 0; w < workers_; ++w) {
+    const Tensor& in = inbox_[size_t(w)];
+    reqs.push_back(world_.irecv(in.data(), in.nbytes(), w, kPushTag));
+  }
   for (auto& q : reqs) comm::wait_yielding(world_, *q);
   times.comm += c.seconds();
   Timer t;
@@ -100,7 +103,7 @@ void ParameterServer::serve_sync(float lr, StepTimes& times) {
   Timer s;
   reqs.clear();
   for (int w = 0; w < workers_; ++w)
-    reqs.push_back(world_.isend(params, size_t(n) * 4, w, kPullTag));
+    reqs.push_back(world_.isend(params, sum_.nbytes(), w, kPullTag));  // n elements, as sum_
   for (auto& q : reqs) comm::wait_yielding(world_, *q);
   times.comm += s.seconds();
 }
@@ -113,7 +116,7 @@ void ParameterServer::reply(int w) {
   Tensor& copy = outbox_[size_t(w)];
   std::copy(params, params + n, copy.f32());
   read_version_[size_t(w)] = version_;
-  pending = world_.isend(copy.data(), size_t(n) * 4, w, kPullTag);
+  pending = world_.isend(copy.data(), copy.nbytes(), w, kPullTag);
 }
 
 void ParameterServer::serve_async(float lr, StepTimes& times) {
@@ -132,7 +135,7 @@ void ParameterServer::serve_async(float lr, StepTimes& times) {
       comm::idle(round++);
       continue;
     }
-    world_.recv(inbox_[size_t(from)].data(), size_t(n) * 4, from, kPushTag);
+    world_.recv(inbox_[size_t(from)].data(), inbox_[size_t(from)].nbytes(), from, kPushTag);
     times.comm += wait.seconds();
     Timer t;
     const int64_t stale = version_ - read_version_[size_t(from)];
@@ -169,10 +172,11 @@ void ParameterServer::sync_model() {
   // 0's batch-norm statistics).
   for (int j = 0; j < cfg_.servers; ++j) {
     const int64_t b = shard_begin(j), e = shard_end(j);
-    world_.broadcast(model_.params().params().f32() + b, size_t(e - b) * 4, workers_ + j);
+    const Tensor p = model_.params().params().slice(b, e);
+    world_.broadcast(p.data(), p.nbytes(), workers_ + j);
   }
   if (model_.buffers().size() > 0)
-    world_.broadcast(model_.buffers().params().f32(), size_t(model_.buffers().size()) * 4, 0);
+    world_.broadcast(model_.buffers().params().data(), model_.buffers().params().nbytes(), 0);
   if (server_ >= 0) std::fill(read_version_.begin(), read_version_.end(), version_);
 }
 

@@ -156,7 +156,7 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
   if (dp_) {
     Timer c;
     if (param_end_ > param_begin_)
-      dp_->allreduce(a.grads().f32() + param_begin_, param_end_ - param_begin_,
+      dp_->allreduce(a.grads().slice(param_begin_, param_end_), param_end_ - param_begin_,
                      comm::ReduceOp::kAverage);
     times.comm += c.seconds();
   }

@@ -103,9 +103,11 @@ void broadcast_stages(comm::Communicator& comm, nn::Model& model, const std::vec
     const nn::Module& first = layers.child(cuts[size_t(s)]);
     const nn::Module& last = layers.child(cuts[size_t(s) + 1] - 1);
     const int64_t pb = first.param_begin(), pe = last.param_end();
-    if (pe > pb) comm.broadcast(model.params().params().f32() + pb, size_t(pe - pb) * 4, s);
+    const Tensor params = model.params().params().slice(pb, pe);
+    if (pe > pb) comm.broadcast(params.data(), params.nbytes(), s);
     const int64_t bb = first.buffer_begin(), be = last.buffer_end();
-    if (be > bb) comm.broadcast(model.buffers().params().f32() + bb, size_t(be - bb) * 4, s);
+    const Tensor buffers = model.buffers().params().slice(bb, be);
+    if (be > bb) comm.broadcast(buffers.data(), buffers.nbytes(), s);
   }
 }
 

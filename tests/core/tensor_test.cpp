@@ -43,6 +43,41 @@ TEST(Arena, ViewsAreContiguousRanges) {
   EXPECT_EQ(arena.infos()[1].offset, 6);
 }
 
+TEST(Arena, TiedParameterSharesValuesAndGradientSlot) {
+  Arena arena;
+  Tensor wte, dwte, head, dhead, b, db;
+  arena.add("wte.weight", {4, 3}, &wte, &dwte);
+  arena.add("ln.bias", {3}, &b, &db);
+  arena.tie("lm_head.weight", "wte.weight", {4, 3}, &head, &dhead);
+  EXPECT_THROW(arena.tie("x", "wte.weight", {5}, nullptr, nullptr), Error);  // 5 != 12
+  EXPECT_THROW(arena.tie("x", "nope", {12}, nullptr, nullptr), Error);
+  arena.allocate();
+  // No new elements: the layout, and so checkpoints and optimizers, see the owner only.
+  EXPECT_EQ(arena.size(), 15);
+  EXPECT_EQ(arena.infos().size(), 2u);
+  ASSERT_EQ(arena.ties().size(), 1u);
+  EXPECT_EQ(arena.ties()[0].owner, 0u);
+  EXPECT_EQ(arena.find("lm_head.weight"), 0u);
+  EXPECT_EQ(head.data(), wte.data());
+  EXPECT_EQ(dhead.data(), dwte.data());
+  EXPECT_EQ(head.shape(), (Shape{4, 3}));
+  wte.f32()[5] = 2.0f;
+  EXPECT_EQ(head.f32()[5], 2.0f);
+  // Backward: the head writes its gradient, the embedding adds into the same slot.
+  for (int i = 0; i < 12; ++i) dhead.f32()[i] = 1.0f;
+  for (int i = 0; i < 12; ++i) dwte.f32()[i] += 0.5f * float(i);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(arena.grad(0).f32()[i], 1.0f + 0.5f * float(i));
+  // A second set of modules over the same arenas binds its ties too.
+  Arena view;
+  Tensor w2, dw2, b2, db2, h2, dh2;
+  view.add("wte.weight", {4, 3}, &w2, &dw2);
+  view.add("ln.bias", {3}, &b2, &db2);
+  view.tie("lm_head.weight", "wte.weight", {12}, &h2, &dh2);
+  view.share(arena);
+  EXPECT_EQ(h2.data(), wte.data());
+  EXPECT_EQ(h2.shape(), (Shape{12}));
+}
+
 TEST(Rng, DeterministicAndInRange) {
   Rng a(42), b(42);
   for (int i = 0; i < 100; ++i) {

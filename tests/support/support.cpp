@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/error.h"
 #include "train/checkpoint.h"
 
 namespace cohort::testing_support {
@@ -54,6 +55,15 @@ double checkpoint_rel_diff(const std::string& a, const std::string& b) {
     }
   }
   return ref > 0 ? diff / ref : diff;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace cohort::testing_support

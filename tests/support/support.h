@@ -1,6 +1,7 @@
 // Shared by the tests that run the cohort binary: run a command (mpirun
-// allowed as root) and compare two checkpoints.
+// allowed as root) and compare two checkpoints; and the message of an Error.
 #pragma once
+#include <functional>
 #include <string>
 
 namespace cohort::testing_support {
@@ -28,5 +29,8 @@ void expect_one_line_error(const std::string& cmd, const std::string& culprit);
 // max |a - b| / max |b| over every tensor of checkpoint b (its optimizer
 // state too), found by name in a.
 double checkpoint_rel_diff(const std::string& a, const std::string& b);
+
+// The message of the cohort::Error that f throws, or "(no error)".
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace cohort::testing_support

@@ -1,5 +1,7 @@
 // Batch-norm on oneDNN over NHWC data. oneDNN computes the biased batch
 // variance; the running variance follows PyTorch and uses the unbiased one.
+// The data's descriptor takes the shape's dtype; scale, shift and statistics
+// are f32 (as oneDNN wants them).
 #include "ops/batch_norm.h"
 
 #include <vector>
@@ -15,8 +17,8 @@ using Flags = dnnl::normalization_flags;
 class CpuBatchNorm final : public BatchNorm {
  public:
   explicit CpuBatchNorm(const BatchNormShape& s) : s_(s) {
-    data_md_ = memory::desc({s.n, s.c, s.h, s.w}, kF32, Tag::nhwc);
-    vec_md_ = memory::desc({s.c}, kF32, Tag::x);
+    data_md_ = memory::desc({s.n, s.c, s.h, s.w}, dnnl_type(s.dtype), Tag::nhwc);
+    vec_md_ = memory::desc({s.c}, dnnl_type(DType::kF32), Tag::x);
     auto flags = Flags::use_scale | Flags::use_shift;
     COHORT_DNNL({
       dnnl::batch_normalization_forward::desc td(dnnl::prop_kind::forward_training, data_md_,
@@ -39,14 +41,14 @@ class CpuBatchNorm final : public BatchNorm {
     zero_.assign(size_t(s.c), 0.0f);
   }
 
-  void forward_train(const float* src, const float* gamma, const float* beta, float* dst,
-                     float* running_mean, float* running_var) override {
-    run(train_, {{DNNL_ARG_SRC, mem(data_md_, src)},
-                 {DNNL_ARG_SCALE, mem(vec_md_, gamma)},
-                 {DNNL_ARG_SHIFT, mem(vec_md_, beta)},
-                 {DNNL_ARG_DST, mem(data_md_, dst)},
-                 {DNNL_ARG_MEAN, mem(vec_md_, mean_.data())},
-                 {DNNL_ARG_VARIANCE, mem(vec_md_, var_.data())}});
+  void forward_train(ConstView src, ConstView gamma, ConstView beta, View dst,
+                     View running_mean_v, View running_var_v) override {
+    const char* op = "batch_norm forward_train";
+    check_operands(op, DType::kF32,
+                   {{"running_mean", running_mean_v}, {"running_var", running_var_v}});
+    normalize(op, train_, src, gamma, beta, dst, mean_.data(), var_.data());
+    float* running_mean = running_mean_v.as<float>();
+    float* running_var = running_var_v.as<float>();
     const float m = s_.momentum;
     const double count = double(s_.n * s_.h * s_.w);
     const float unbias = count > 1 ? float(count / (count - 1)) : 1.0f;
@@ -56,28 +58,28 @@ class CpuBatchNorm final : public BatchNorm {
     }
   }
 
-  void forward_infer(const float* src, const float* gamma, const float* beta, float* dst,
-                     const float* running_mean, const float* running_var) override {
-    run(infer_, {{DNNL_ARG_SRC, mem(data_md_, src)},
-                 {DNNL_ARG_SCALE, mem(vec_md_, gamma)},
-                 {DNNL_ARG_SHIFT, mem(vec_md_, beta)},
-                 {DNNL_ARG_DST, mem(data_md_, dst)},
-                 {DNNL_ARG_MEAN, mem(vec_md_, running_mean)},
-                 {DNNL_ARG_VARIANCE, mem(vec_md_, running_var)}});
+  void forward_infer(ConstView src, ConstView gamma, ConstView beta, View dst,
+                     ConstView running_mean, ConstView running_var) override {
+    normalize("batch_norm forward_infer", infer_, src, gamma, beta, dst, running_mean,
+              running_var);
   }
 
-  void backward(const float* src, const float* ddst, const float* gamma, float* dsrc,
-                float* dgamma, float* dbeta, bool accumulate) override {
+  void backward(ConstView src, ConstView ddst, ConstView gamma, View dsrc, View dgamma_v,
+                View dbeta_v, bool accumulate) override {
+    check("batch_norm backward", {{"src", src}, {"ddst", ddst}, {"dsrc", dsrc}},
+          {{"gamma", gamma}, {"dgamma", dgamma_v}, {"dbeta", dbeta_v}});
+    float* dgamma = dgamma_v.as<float>();
+    float* dbeta = dbeta_v.as<float>();
     float* dg = accumulate ? dgamma_.data() : dgamma;
     float* db = accumulate ? dbeta_.data() : dbeta;
-    run(bwd_, {{DNNL_ARG_SRC, mem(data_md_, src)},
-               {DNNL_ARG_DIFF_DST, mem(data_md_, ddst)},
-               {DNNL_ARG_SCALE, mem(vec_md_, gamma)},
+    run(bwd_, {{DNNL_ARG_SRC, mem(data_md_, src.data)},
+               {DNNL_ARG_DIFF_DST, mem(data_md_, ddst.data)},
+               {DNNL_ARG_SCALE, mem(vec_md_, gamma.data)},
                // oneDNN 2.6 wants the shift at backward although the math does not use it.
                {DNNL_ARG_SHIFT, mem(vec_md_, zero_.data())},
                {DNNL_ARG_MEAN, mem(vec_md_, mean_.data())},
                {DNNL_ARG_VARIANCE, mem(vec_md_, var_.data())},
-               {DNNL_ARG_DIFF_SRC, mem(data_md_, dsrc)},
+               {DNNL_ARG_DIFF_SRC, mem(data_md_, dsrc.data)},
                {DNNL_ARG_DIFF_SCALE, mem(vec_md_, dg)},
                {DNNL_ARG_DIFF_SHIFT, mem(vec_md_, db)}});
     if (!accumulate) return;
@@ -88,6 +90,27 @@ class CpuBatchNorm final : public BatchNorm {
   }
 
  private:
+  // dst = gamma * (src - mean) / sqrt(var + eps) + beta, by a forward primitive
+  // (training: it writes the batch's mean and var; inference: it reads them).
+  void normalize(const char* op, const dnnl::primitive& p, ConstView src, ConstView gamma,
+                 ConstView beta, View dst, ConstView mean, ConstView var) {
+    check(op, {{"src", src}, {"dst", dst}},
+          {{"gamma", gamma}, {"beta", beta}, {"mean", mean}, {"var", var}});
+    run(p, {{DNNL_ARG_SRC, mem(data_md_, src.data)},
+            {DNNL_ARG_SCALE, mem(vec_md_, gamma.data)},
+            {DNNL_ARG_SHIFT, mem(vec_md_, beta.data)},
+            {DNNL_ARG_DST, mem(data_md_, dst.data)},
+            {DNNL_ARG_MEAN, mem(vec_md_, mean.data)},
+            {DNNL_ARG_VARIANCE, mem(vec_md_, var.data)}});
+  }
+
+  // Data operands are of the shape's dtype; per-channel vectors are f32.
+  void check(const char* op, std::initializer_list<Operand> data,
+             std::initializer_list<Operand> vectors) const {
+    check_operands(op, s_.dtype, data);
+    check_operands(op, DType::kF32, vectors);
+  }
+
   BatchNormShape s_;
   memory::desc data_md_, vec_md_;
   dnnl::batch_normalization_forward::primitive_desc train_pd_;
@@ -99,6 +122,7 @@ class CpuBatchNorm final : public BatchNorm {
 
 std::unique_ptr<BatchNorm> make_batch_norm(Device device, const BatchNormShape& shape) {
   COHORT_CHECK(device == Device::kCpu, "batch_norm: only the CPU backend is built");
+  cpu::require_f32("batch_norm", shape.dtype);
   return std::make_unique<CpuBatchNorm>(shape);
 }
 

@@ -3,6 +3,7 @@
 // reordered into the primitive's preferred blocked layout, once per step, and
 // ReLU is fused as a post-op. Gradients of the weights are reordered back to
 // OIHW straight into the gradient arena (with a sum post-op when accumulating).
+// Memory descriptors take the shape's dtype; the CPU build accepts f32 only.
 #include "ops/conv2d.h"
 
 #include <vector>
@@ -19,15 +20,16 @@ using dnnl::prop_kind;
 class CpuConv2d final : public Conv2d {
  public:
   CpuConv2d(const ConvShape& s, bool relu) : s_(s) {
+    const auto dt = dnnl_type(s.dtype);
     memory::dims src_d = {s.n, s.c_in, s.h, s.w};
     memory::dims w_d = {s.c_out, s.c_in, s.kh, s.kw};
     memory::dims dst_d = {s.n, s.c_out, s.out_h(), s.out_w()};
     memory::dims strides = {s.stride, s.stride}, pad = {s.pad, s.pad};
-    src_md_ = memory::desc(src_d, kF32, Tag::nhwc);
-    dst_md_ = memory::desc(dst_d, kF32, Tag::nhwc);
-    user_w_md_ = memory::desc(w_d, kF32, Tag::oihw);
-    bias_md_ = memory::desc({s.c_out}, kF32, Tag::x);
-    auto w_any = memory::desc(w_d, kF32, Tag::any);
+    src_md_ = memory::desc(src_d, dt, Tag::nhwc);
+    dst_md_ = memory::desc(dst_d, dt, Tag::nhwc);
+    user_w_md_ = memory::desc(w_d, dt, Tag::oihw);
+    bias_md_ = memory::desc({s.c_out}, dt, Tag::x);
+    auto w_any = memory::desc(w_d, dt, Tag::any);
 
     COHORT_DNNL({
       dnnl::convolution_forward::desc fd(prop_kind::forward_training, algorithm::convolution_direct,
@@ -56,52 +58,61 @@ class CpuConv2d final : public Conv2d {
     dw_accumulate_ = Reorder(bwd_w_pd_.diff_weights_desc(), user_w_md_, true);
     share_fwd_w_ = !fwd_w_reorder_.identity() &&
                    bwd_data_pd_.weights_desc() == fwd_pd_.weights_desc();
-    fwd_w_.resize(fwd_pd_.weights_desc().get_size() / 4);
-    bwd_w_.resize(bwd_data_pd_.weights_desc().get_size() / 4);
-    dw_.resize(bwd_w_pd_.diff_weights_desc().get_size() / 4);
+    // Scratch in f32 elements (the only dtype built), sized from the descriptors' bytes.
+    fwd_w_.resize(fwd_pd_.weights_desc().get_size() / sizeof(float));
+    bwd_w_.resize(bwd_data_pd_.weights_desc().get_size() / sizeof(float));
+    dw_.resize(bwd_w_pd_.diff_weights_desc().get_size() / sizeof(float));
     zero_bias_.assign(size_t(s.c_out), 0.0f);
     db_.resize(size_t(s.c_out));
   }
 
-  void forward(const float* src, const float* weight, const float* bias, float* dst) override {
-    void* w = prepared(fwd_w_reorder_, weight, fwd_w_);
-    if (!weight && fwd_w_reorder_.identity()) w = const_cast<float*>(last_fwd_weight_);
-    if (weight) last_fwd_weight_ = weight;
-    run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src)},
+  void forward(ConstView src, ConstView weight, ConstView bias, View dst) override {
+    check_operands("conv2d forward", s_.dtype,
+                   {{"src", src}, {"weight", weight}, {"bias", bias}, {"dst", dst}});
+    const void* w = prepared(fwd_w_reorder_, weight.data, fwd_w_);
+    if (!weight && fwd_w_reorder_.identity()) w = last_fwd_weight_;
+    if (weight) last_fwd_weight_ = weight.data;
+    run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src.data)},
                {DNNL_ARG_WEIGHTS, mem(fwd_pd_.weights_desc(), w)},
-               {DNNL_ARG_BIAS, mem(bias_md_, bias ? bias : zero_bias_.data())},
-               {DNNL_ARG_DST, mem(dst_md_, dst)}});
+               {DNNL_ARG_BIAS, mem(bias_md_, bias ? bias.data : zero_bias_.data())},
+               {DNNL_ARG_DST, mem(dst_md_, dst.data)}});
   }
 
-  void backward_data(const float* ddst, const float* weight, float* dsrc) override {
+  void backward_data(ConstView ddst, ConstView weight, View dsrc) override {
+    check_operands("conv2d backward_data", s_.dtype,
+                   {{"ddst", ddst}, {"weight", weight}, {"dsrc", dsrc}});
     // Forward already reordered these weights when both want the same layout.
-    void* w = share_fwd_w_ ? fwd_w_.data() : prepared(bwd_w_reorder_, weight, bwd_w_);
-    if (!weight && bwd_w_reorder_.identity()) w = const_cast<float*>(last_bwd_weight_);
-    if (weight) last_bwd_weight_ = weight;
-    run(bwd_data_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst)},
+    const void* w = share_fwd_w_ ? fwd_w_.data() : prepared(bwd_w_reorder_, weight.data, bwd_w_);
+    if (!weight && bwd_w_reorder_.identity()) w = last_bwd_weight_;
+    if (weight) last_bwd_weight_ = weight.data;
+    run(bwd_data_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst.data)},
                     {DNNL_ARG_WEIGHTS, mem(bwd_data_pd_.weights_desc(), w)},
-                    {DNNL_ARG_DIFF_SRC, mem(src_md_, dsrc)}});
+                    {DNNL_ARG_DIFF_SRC, mem(src_md_, dsrc.data)}});
   }
 
-  void backward_weights(const float* src, const float* ddst, float* dweight, float* dbias,
+  void backward_weights(ConstView src, ConstView ddst, View dweight, View dbias,
                         bool accumulate) override {
+    check_operands("conv2d backward_weights", s_.dtype,
+                   {{"src", src}, {"ddst", ddst}, {"dweight", dweight}, {"dbias", dbias}});
     bool direct = dw_store_.identity() && !accumulate;
-    float* dw = direct ? dweight : dw_.data();
-    float* db = (dbias && !accumulate) ? dbias : db_.data();
-    run(bwd_weights_, {{DNNL_ARG_SRC, mem(src_md_, src)},
-                 {DNNL_ARG_DIFF_DST, mem(dst_md_, ddst)},
+    void* dw = direct ? dweight.data : dw_.data();
+    void* db = (dbias && !accumulate) ? dbias.data : db_.data();
+    run(bwd_weights_, {{DNNL_ARG_SRC, mem(src_md_, src.data)},
+                 {DNNL_ARG_DIFF_DST, mem(dst_md_, ddst.data)},
                  {DNNL_ARG_DIFF_WEIGHTS, mem(bwd_w_pd_.diff_weights_desc(), dw)},
                  {DNNL_ARG_DIFF_BIAS, mem(bias_md_, db)}});
-    if (!direct) (accumulate ? dw_accumulate_ : dw_store_)(dw, dweight);
-    if (dbias && accumulate)
-      for (int64_t i = 0; i < s_.c_out; ++i) dbias[i] += db_[size_t(i)];
+    if (!direct) (accumulate ? dw_accumulate_ : dw_store_)(dw, dweight.data);
+    if (dbias && accumulate) {
+      float* out = dbias.as<float>();
+      for (int64_t i = 0; i < s_.c_out; ++i) out[i] += db_[size_t(i)];
+    }
   }
 
  private:
   // The weights in the layout a primitive wants: the user's buffer if it already is.
-  static void* prepared(Reorder& r, const float* weight, std::vector<float>& buf) {
-    if (r.identity()) return const_cast<float*>(weight);
-    if (weight) r(const_cast<float*>(weight), buf.data());
+  static const void* prepared(Reorder& r, const void* weight, std::vector<float>& buf) {
+    if (r.identity()) return weight;
+    if (weight) r(const_cast<void*>(weight), buf.data());
     return buf.data();
   }
 
@@ -113,8 +124,8 @@ class CpuConv2d final : public Conv2d {
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   Reorder fwd_w_reorder_, bwd_w_reorder_, dw_store_, dw_accumulate_;
   bool share_fwd_w_ = false;
-  const float* last_fwd_weight_ = nullptr;
-  const float* last_bwd_weight_ = nullptr;
+  const void* last_fwd_weight_ = nullptr;
+  const void* last_bwd_weight_ = nullptr;
   std::vector<float> fwd_w_, bwd_w_, dw_, zero_bias_, db_;
 };
 
@@ -122,6 +133,7 @@ class CpuConv2d final : public Conv2d {
 
 std::unique_ptr<Conv2d> make_conv2d(Device device, const ConvShape& shape, bool relu) {
   COHORT_CHECK(device == Device::kCpu, "conv2d: only the CPU backend is built");
+  cpu::require_f32("conv2d", shape.dtype);
   return std::make_unique<CpuConv2d>(shape, relu);
 }
 

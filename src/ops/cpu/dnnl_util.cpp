@@ -12,6 +12,32 @@ dnnl::stream& stream() {
   return s;
 }
 
+memory::data_type dnnl_type(DType t) {
+  switch (t) {
+    case DType::kF32: return memory::data_type::f32;
+    case DType::kBF16: return memory::data_type::bf16;
+    case DType::kF16: return memory::data_type::f16;
+    case DType::kI32: return memory::data_type::s32;
+  }
+  return memory::data_type::undef;
+}
+
+void require_f32(const char* op, DType t) {
+  if (t != DType::kF32)
+    throw Error(detail::concat(op, ": dtype ", dtype_name(t),
+                               " is not supported by the CPU ops (f32 only)"));
+}
+
+void check_operands(const char* op, DType want, std::initializer_list<Operand> operands) {
+  for (const auto& [name, v] : operands) {
+    if (!v) continue;
+    if (v.device != Device::kCpu)
+      throw Error(detail::concat(op, ": ", name, " is on ", device_name(v.device),
+                                 ", the op runs on cpu"));
+    check_dtype(op, name, v.dtype, want);
+  }
+}
+
 void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
   COHORT_DNNL(p.execute(stream(), args); stream().wait());
 }

@@ -1,18 +1,33 @@
 // oneDNN plumbing for the CPU ops: one engine and stream per process, a check
-// macro that turns dnnl::error into cohort::Error with file:line, and a
-// helper to run a reorder (layout change, optionally accumulating).
+// macro that turns dnnl::error into cohort::Error with file:line, a helper to
+// run a reorder (layout change, optionally accumulating), and the dtype
+// checks every CPU op makes once per call.
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
 #include <cstring>
+#include <initializer_list>
 #include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace cohort::ops::cpu {
 
 using dnnl::memory;
 using Tag = dnnl::memory::format_tag;
-constexpr auto kF32 = dnnl::memory::data_type::f32;
+
+// oneDNN's element type for a DType (i32 is s32).
+memory::data_type dnnl_type(DType t);
+
+// The CPU ops compute in f32 only for now (mixed precision is its own
+// change): an Error naming the op and the dtype otherwise.
+void require_f32(const char* op, DType t);
+
+// An Error naming the op and operand unless every present operand is on the
+// CPU and of dtype `want` (the dtype the op was built for).
+using Operand = std::pair<const char*, ConstView>;
+void check_operands(const char* op, DType want, std::initializer_list<Operand> operands);
 
 dnnl::engine& engine();
 dnnl::stream& stream();

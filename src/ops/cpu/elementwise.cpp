@@ -1,4 +1,5 @@
-// Elementwise ops as plain OpenMP loops: memory-bound, so one pass each.
+// Elementwise ops as plain OpenMP loops: memory-bound, so one pass each. Each
+// checks its operands' dtype once per call; the loops themselves are f32.
 #include "ops/elementwise.h"
 
 #include <algorithm>
@@ -10,12 +11,22 @@
 
 namespace cohort::ops {
 
-void relu_forward(const float* src, float* dst, int64_t n) {
+using cpu::check_operands;
+constexpr DType kF32 = DType::kF32;
+
+void relu_forward(ConstView src_v, View dst_v, int64_t n) {
+  check_operands("relu forward", kF32, {{"src", src_v}, {"dst", dst_v}});
+  const float* src = src_v.as<float>();
+  float* dst = dst_v.as<float>();
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t i = 0; i < n; ++i) dst[i] = std::max(src[i], 0.0f);
 }
 
-void relu_backward(const float* ddst, const float* dst, float* dsrc, int64_t n) {
+void relu_backward(ConstView ddst_v, ConstView dst_v, View dsrc_v, int64_t n) {
+  check_operands("relu backward", kF32, {{"ddst", ddst_v}, {"dst", dst_v}, {"dsrc", dsrc_v}});
+  const float* ddst = ddst_v.as<float>();
+  const float* dst = dst_v.as<float>();
+  float* dsrc = dsrc_v.as<float>();
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
     const float g = ddst[i];  // loaded unconditionally so the loop is a vector blend
@@ -23,28 +34,45 @@ void relu_backward(const float* ddst, const float* dst, float* dsrc, int64_t n) 
   }
 }
 
-void add(const float* a, const float* b, float* dst, int64_t n) {
+void add(ConstView a_v, ConstView b_v, View dst_v, int64_t n) {
+  check_operands("add", kF32, {{"a", a_v}, {"b", b_v}, {"dst", dst_v}});
+  const float* a = a_v.as<float>();
+  const float* b = b_v.as<float>();
+  float* dst = dst_v.as<float>();
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
 }
 
-void add_inplace(float* dst, const float* src, int64_t n) {
+void add_inplace(View dst_v, ConstView src_v, int64_t n) {
+  check_operands("add_inplace", kF32, {{"dst", dst_v}, {"src", src_v}});
+  float* dst = dst_v.as<float>();
+  const float* src = src_v.as<float>();
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
-void dropout_mask(float* mask, int64_t n, float p, Rng& rng) {
+void dropout_mask(View mask_v, int64_t n, float p, Rng& rng) {
+  check_operands("dropout", kF32, {{"mask", mask_v}});
+  float* mask = mask_v.as<float>();
   const float keep = 1.0f / (1.0f - p);
   for (int64_t i = 0; i < n; ++i) mask[i] = rng.uniform() < p ? 0.0f : keep;
 }
 
-void dropout_apply(const float* src, const float* mask, float* dst, int64_t n) {
+void dropout_apply(ConstView src_v, ConstView mask_v, View dst_v, int64_t n) {
+  check_operands("dropout", kF32, {{"src", src_v}, {"mask", mask_v}, {"dst", dst_v}});
+  const float* src = src_v.as<float>();
+  const float* mask = mask_v.as<float>();
+  float* dst = dst_v.as<float>();
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * mask[i];
 }
 
-void dropout2d_apply(const float* src, const float* mask, float* dst, int64_t n, int64_t hw,
+void dropout2d_apply(ConstView src_v, ConstView mask_v, View dst_v, int64_t n, int64_t hw,
                      int64_t c) {
+  check_operands("dropout2d", kF32, {{"src", src_v}, {"mask", mask_v}, {"dst", dst_v}});
+  const float* src = src_v.as<float>();
+  const float* mask = mask_v.as<float>();
+  float* dst = dst_v.as<float>();
 #pragma omp parallel for if (n * hw * c > 65536)
   for (int64_t i = 0; i < n; ++i)
     for (int64_t p = 0; p < hw; ++p) {
@@ -55,26 +83,29 @@ void dropout2d_apply(const float* src, const float* mask, float* dst, int64_t n,
 }
 
 // Transposes go through oneDNN's jit reorder (a plain loop with a strided
-// store was 15% of an mnist-small step), one primitive per shape.
-static void transpose(const float* src, float* dst, int64_t n, int64_t c, int64_t h, int64_t w,
+// store was 15% of an mnist-small step), one primitive per shape and dtype.
+// A reorder only moves elements, so every dtype is served.
+static void transpose(ConstView src, View dst, int64_t n, int64_t c, int64_t h, int64_t w,
                       bool to_nchw) {
+  const char* op = to_nchw ? "nhwc_to_nchw" : "nchw_to_nhwc";
+  check_operands(op, src.dtype, {{"src", src}, {"dst", dst}});
   static std::mutex mu;
-  static std::map<std::array<int64_t, 5>, cpu::Reorder> cache;
+  static std::map<std::array<int64_t, 6>, cpu::Reorder> cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto& r = cache[{n, c, h, w, to_nchw}];
+  auto& r = cache[{n, c, h, w, to_nchw, int64_t(src.dtype)}];
   if (r.identity()) {
-    cpu::memory::desc nhwc({n, c, h, w}, cpu::kF32, cpu::Tag::nhwc);
-    cpu::memory::desc nchw({n, c, h, w}, cpu::kF32, cpu::Tag::nchw);
+    cpu::memory::desc nhwc({n, c, h, w}, cpu::dnnl_type(src.dtype), cpu::Tag::nhwc);
+    cpu::memory::desc nchw({n, c, h, w}, cpu::dnnl_type(src.dtype), cpu::Tag::nchw);
     r = to_nchw ? cpu::Reorder(nhwc, nchw) : cpu::Reorder(nchw, nhwc);
   }
-  r(const_cast<float*>(src), dst);
+  r(const_cast<void*>(src.data), dst.data);
 }
 
-void nhwc_to_nchw(const float* src, float* dst, int64_t n, int64_t h, int64_t w, int64_t c) {
+void nhwc_to_nchw(ConstView src, View dst, int64_t n, int64_t h, int64_t w, int64_t c) {
   transpose(src, dst, n, c, h, w, true);
 }
 
-void nchw_to_nhwc(const float* src, float* dst, int64_t n, int64_t c, int64_t h, int64_t w) {
+void nchw_to_nhwc(ConstView src, View dst, int64_t n, int64_t c, int64_t h, int64_t w) {
   transpose(src, dst, n, c, h, w, false);
 }
 

@@ -15,12 +15,13 @@ using namespace cpu;
 class CpuLinear final : public Linear {
  public:
   CpuLinear(const LinearShape& s, bool relu) : s_(s) {
-    src_md_ = memory::desc({s.n, s.in}, kF32, Tag::ab);
-    dst_md_ = memory::desc({s.n, s.out}, kF32, Tag::ab);
-    w_t_md_ = memory::desc({s.in, s.out}, kF32, memory::dims{1, s.in});   // W^T view
-    w_md_ = memory::desc({s.out, s.in}, kF32, Tag::ab);                    // W
-    ddst_t_md_ = memory::desc({s.out, s.n}, kF32, memory::dims{1, s.out}); // ddst^T view
-    bias_md_ = memory::desc({1, s.out}, kF32, Tag::ab);
+    const auto dt = dnnl_type(s.dtype);
+    src_md_ = memory::desc({s.n, s.in}, dt, Tag::ab);
+    dst_md_ = memory::desc({s.n, s.out}, dt, Tag::ab);
+    w_t_md_ = memory::desc({s.in, s.out}, dt, memory::dims{1, s.in});   // W^T view
+    w_md_ = memory::desc({s.out, s.in}, dt, Tag::ab);                    // W
+    ddst_t_md_ = memory::desc({s.out, s.n}, dt, memory::dims{1, s.out}); // ddst^T view
+    bias_md_ = memory::desc({1, s.out}, dt, Tag::ab);
     COHORT_DNNL({
       dnnl::primitive_attr attr;
       if (relu) {
@@ -46,25 +47,33 @@ class CpuLinear final : public Linear {
     zero_bias_.assign(size_t(s.out), 0.0f);
   }
 
-  void forward(const float* src, const float* weight, const float* bias, float* dst) override {
-    run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src)},
-               {DNNL_ARG_WEIGHTS, mem(w_t_md_, weight)},
-               {DNNL_ARG_BIAS, mem(bias_md_, bias ? bias : zero_bias_.data())},
-               {DNNL_ARG_DST, mem(dst_md_, dst)}});
+  void forward(ConstView src, ConstView weight, ConstView bias, View dst) override {
+    check_operands("linear forward", s_.dtype,
+                   {{"src", src}, {"weight", weight}, {"bias", bias}, {"dst", dst}});
+    run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src.data)},
+               {DNNL_ARG_WEIGHTS, mem(w_t_md_, weight.data)},
+               {DNNL_ARG_BIAS, mem(bias_md_, bias ? bias.data : zero_bias_.data())},
+               {DNNL_ARG_DST, mem(dst_md_, dst.data)}});
   }
 
-  void backward_data(const float* ddst, const float* weight, float* dsrc) override {
-    run(bwd_data_, {{DNNL_ARG_SRC, mem(dst_md_, ddst)},
-                    {DNNL_ARG_WEIGHTS, mem(w_md_, weight)},
-                    {DNNL_ARG_DST, mem(src_md_, dsrc)}});
+  void backward_data(ConstView ddst, ConstView weight, View dsrc) override {
+    check_operands("linear backward_data", s_.dtype,
+                   {{"ddst", ddst}, {"weight", weight}, {"dsrc", dsrc}});
+    run(bwd_data_, {{DNNL_ARG_SRC, mem(dst_md_, ddst.data)},
+                    {DNNL_ARG_WEIGHTS, mem(w_md_, weight.data)},
+                    {DNNL_ARG_DST, mem(src_md_, dsrc.data)}});
   }
 
-  void backward_weights(const float* src, const float* ddst, float* dweight, float* dbias,
+  void backward_weights(ConstView src_v, ConstView ddst_v, View dweight, View dbias_v,
                         bool accumulate) override {
-    run(accumulate ? bwd_w_acc_ : bwd_w_, {{DNNL_ARG_SRC, mem(ddst_t_md_, ddst)},
-                                           {DNNL_ARG_WEIGHTS, mem(src_md_, src)},
-                                           {DNNL_ARG_DST, mem(w_md_, dweight)}});
-    if (!dbias) return;
+    check_operands("linear backward_weights", s_.dtype,
+                   {{"src", src_v}, {"ddst", ddst_v}, {"dweight", dweight}, {"dbias", dbias_v}});
+    run(accumulate ? bwd_w_acc_ : bwd_w_, {{DNNL_ARG_SRC, mem(ddst_t_md_, ddst_v.data)},
+                                           {DNNL_ARG_WEIGHTS, mem(src_md_, src_v.data)},
+                                           {DNNL_ARG_DST, mem(w_md_, dweight.data)}});
+    if (!dbias_v) return;
+    const float* ddst = ddst_v.as<float>();
+    float* dbias = dbias_v.as<float>();
     const int64_t n = s_.n, o = s_.out;
     if (!accumulate)
       for (int64_t j = 0; j < o; ++j) dbias[j] = 0.0f;
@@ -86,6 +95,7 @@ class CpuLinear final : public Linear {
 
 std::unique_ptr<Linear> make_linear(Device device, const LinearShape& shape, bool relu) {
   COHORT_CHECK(device == Device::kCpu, "linear: only the CPU backend is built");
+  cpu::require_f32("linear", shape.dtype);
   return std::make_unique<CpuLinear>(shape, relu);
 }
 

@@ -13,9 +13,9 @@ using namespace cpu;
 
 class CpuMaxPool2d final : public MaxPool2d {
  public:
-  explicit CpuMaxPool2d(const PoolShape& s) {
-    src_md_ = memory::desc({s.n, s.c, s.h, s.w}, kF32, Tag::nhwc);
-    dst_md_ = memory::desc({s.n, s.c, s.out_h(), s.out_w()}, kF32, Tag::nhwc);
+  explicit CpuMaxPool2d(const PoolShape& s) : dtype_(s.dtype) {
+    src_md_ = memory::desc({s.n, s.c, s.h, s.w}, dnnl_type(s.dtype), Tag::nhwc);
+    dst_md_ = memory::desc({s.n, s.c, s.out_h(), s.out_w()}, dnnl_type(s.dtype), Tag::nhwc);
     memory::dims k = {s.k, s.k}, st = {s.stride, s.stride}, pad = {0, 0};
     COHORT_DNNL({
       dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training,
@@ -31,27 +31,30 @@ class CpuMaxPool2d final : public MaxPool2d {
     });
   }
 
-  void forward(const float* src, float* dst) override {
+  void forward(ConstView src, View dst) override {
     forward(src, dst, workspace_.get_data_handle());
   }
-  void backward(const float* ddst, float* dsrc) override {
+  void backward(ConstView ddst, View dsrc) override {
     backward(ddst, dsrc, workspace_.get_data_handle());
   }
   size_t workspace_bytes() const override { return fwd_pd_.workspace_desc().get_size(); }
 
-  void forward(const float* src, float* dst, void* ws) override {
-    run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src)},
-               {DNNL_ARG_DST, mem(dst_md_, dst)},
+  void forward(ConstView src, View dst, void* ws) override {
+    check_operands("max_pool2d forward", dtype_, {{"src", src}, {"dst", dst}});
+    run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src.data)},
+               {DNNL_ARG_DST, mem(dst_md_, dst.data)},
                {DNNL_ARG_WORKSPACE, mem(fwd_pd_.workspace_desc(), ws)}});
   }
 
-  void backward(const float* ddst, float* dsrc, const void* ws) override {
-    run(bwd_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst)},
-               {DNNL_ARG_DIFF_SRC, mem(src_md_, dsrc)},
+  void backward(ConstView ddst, View dsrc, const void* ws) override {
+    check_operands("max_pool2d backward", dtype_, {{"ddst", ddst}, {"dsrc", dsrc}});
+    run(bwd_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst.data)},
+               {DNNL_ARG_DIFF_SRC, mem(src_md_, dsrc.data)},
                {DNNL_ARG_WORKSPACE, mem(fwd_pd_.workspace_desc(), ws)}});
   }
 
  private:
+  DType dtype_;
   memory::desc src_md_, dst_md_;
   dnnl::pooling_forward::primitive_desc fwd_pd_;
   dnnl::primitive fwd_, bwd_;
@@ -62,10 +65,14 @@ class CpuMaxPool2d final : public MaxPool2d {
 
 std::unique_ptr<MaxPool2d> make_max_pool2d(Device device, const PoolShape& shape) {
   COHORT_CHECK(device == Device::kCpu, "max_pool2d: only the CPU backend is built");
+  cpu::require_f32("max_pool2d", shape.dtype);
   return std::make_unique<CpuMaxPool2d>(shape);
 }
 
-void global_avg_pool_forward(const float* src, float* dst, int64_t n, int64_t hw, int64_t c) {
+void global_avg_pool_forward(ConstView src_v, View dst_v, int64_t n, int64_t hw, int64_t c) {
+  cpu::check_operands("global_avg_pool forward", DType::kF32, {{"src", src_v}, {"dst", dst_v}});
+  const float* src = src_v.as<float>();
+  float* dst = dst_v.as<float>();
   const float scale = 1.0f / float(hw);
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) {
@@ -80,7 +87,11 @@ void global_avg_pool_forward(const float* src, float* dst, int64_t n, int64_t hw
   }
 }
 
-void global_avg_pool_backward(const float* ddst, float* dsrc, int64_t n, int64_t hw, int64_t c) {
+void global_avg_pool_backward(ConstView ddst_v, View dsrc_v, int64_t n, int64_t hw, int64_t c) {
+  cpu::check_operands("global_avg_pool backward", DType::kF32,
+                      {{"ddst", ddst_v}, {"dsrc", dsrc_v}});
+  const float* ddst = ddst_v.as<float>();
+  float* dsrc = dsrc_v.as<float>();
   const float scale = 1.0f / float(hw);
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) {
