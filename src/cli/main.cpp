@@ -60,12 +60,22 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--timeout", c.timeout, "seconds before a stalled collective is reported");
 }
 
+// Set by the --workers launcher for its ranks: only rank 0 prints an InputError.
+constexpr const char* kLaunchedByWorkers = "COHORT_LAUNCHED_BY_WORKERS";
+
+// A rank other than 0 of a --workers job: its input errors are rank 0's too.
+bool quiet_rank() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  return std::getenv(kLaunchedByWorkers) && rank && std::string(rank) != "0";
+}
+
 // `--workers N` outside mpirun: run this same command under mpirun with N
 // ranks on this machine (replaces the process). Returns only on failure.
 int launch_workers(int argc, char** argv, int workers, int threads) {
-  std::vector<std::string> args = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np",
-                                   std::to_string(workers), "/proc/self/exe"};
-  args[6] = std::filesystem::read_symlink("/proc/self/exe").string();
+  // --quiet: no banners around a rank's own one-line error.
+  std::vector<std::string> args = {"mpirun", "--quiet", "--oversubscribe", "--bind-to", "none",
+                                   "-np", std::to_string(workers), "/proc/self/exe"};
+  args.back() = std::filesystem::read_symlink("/proc/self/exe").string();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--workers") {
@@ -86,6 +96,9 @@ int launch_workers(int argc, char** argv, int workers, int threads) {
     std::fprintf(stderr, "cohort: %d ranks x %d threads on %d CPUs: OMP_WAIT_POLICY=PASSIVE\n",
                  workers, threads, cpus);
   }
+  // The ranks of one --workers job read the same flags and files, so a bad
+  // input is rank 0's one line to print (kLaunchedByWorkers).
+  setenv(kLaunchedByWorkers, "1", 1);
   // mpirun refuses root without these; the user asked for ranks by --workers.
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
@@ -303,7 +316,7 @@ int main(int argc, char** argv) {
   try {
     return dispatch(commands, argc, argv);
   } catch (const InputError& e) {
-    std::fprintf(stderr, "cohort: %s\n", e.what());
+    if (!quiet_rank()) std::fprintf(stderr, "cohort: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cohort: error: %s\n", e.what());

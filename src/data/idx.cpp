@@ -201,8 +201,9 @@ DataSplit load_idx_dir(const std::string& dir, const std::string& name) {
     Dataset d;
     d.images = read_idx_images(ipath);
     d.labels = read_idx_labels(lpath, d.num_classes);
-    COHORT_INPUT_CHECK(d.images.dim(0) == d.size(), ipath, " has ", d.images.dim(0),
-                       " images but ", lpath, " has ", d.size(), " labels");
+    const int64_t labels = int64_t(d.labels.size());
+    COHORT_INPUT_CHECK(d.images.dim(0) == labels, ipath, " has ", d.images.dim(0),
+                       " images but ", lpath, " has ", labels, " labels");
     d.name = name;
     return d;
   };
