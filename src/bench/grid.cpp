@@ -15,6 +15,7 @@
 #include "bench/report.h"
 #include "bench/run_log.h"
 #include "bench/subprocess.h"
+#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/cpus.h"
 #include "core/error.h"
@@ -273,7 +274,11 @@ int run_point(ordered_json& p, const Point& pt, const GridSpec& spec, const fs::
 
 int run_grid(const GridSpec& spec) {
   const fs::path dir = fs::path(spec.out) / spec.name;
-  fs::create_directories(dir / "logs");
+  // An output that cannot be written is found now, not after the first point.
+  std::error_code ec;
+  fs::create_directories(dir / "logs", ec);
+  COHORT_INPUT_CHECK(!ec, "--out: cannot create ", (dir / "logs").string(), ": ", ec.message());
+  check_writable("--out", (dir / "results.jsonl").string());
   if (!spec.peer.empty())
     COHORT_INPUT_CHECK(peer_available(), "--peer pytorch: ", peer_python(),
                        " cannot import torch (or ", peer_script(), " is missing)");

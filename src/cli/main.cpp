@@ -42,7 +42,7 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--warmup", c.warmup_steps, "linear warm-up steps");
   app.add_option("--clip", c.clip_norm, "gradient-norm clipping (0: off)");
   app.add_option("--threads", c.threads, "threads per process (0: CPUs / ranks on this machine)");
-  app.add_option("--seed", c.seed);
+  app.add_option("--seed", c.seed)->check(CLI::NonNegativeNumber);
   app.add_option("--repeat", c.repeat, "repeat the training set k times per epoch");
   app.add_option("--limit", c.limit, "use only the first N training images");
   app.add_option("--log", c.log, "human | jsonl");

@@ -79,6 +79,8 @@ TEST(Cli, ResourceFlagsAreBoundedAndUnusedFlagsChecked) {
   expect_one_line_error("train --limit -1 --data synthetic", "--limit");
   expect_one_line_error("train --parallel replicas --replicas 100000 --limit 2000", "--replicas");
   expect_one_line_error("frob", "frob");
+  expect_one_line_error("train --seed -1 --limit 100 --batch 50", "--seed");
+  expect_one_line_error("bench grid --grid smoke --out /proc/cohort_no_such_place", "--out");
   // Under --workers: one line, from rank 0, and no mpirun banner.
   expect_one_line_error("train --workers 2 --threads 1 --data-dir /nonexistent/fm", "/nonexistent/fm");
   expect_one_line_error("bench frob", "frob");

@@ -107,6 +107,18 @@ TEST(DataParallel, RanksWithOtherFlagsAreRefusedByName) {
   EXPECT_NE(r.out.find("--batch"), std::string::npos) << r.out;
 }
 
+// Issue 14: a --save given to one rank of an MPMD launch saved nothing,
+// silently; the ranks must agree on it like any flag.
+TEST(DataParallel, SaveGivenToOneRankIsRefused) {
+  const std::string base = std::string(COHORT_BIN) +
+                           " train --model mnist-small --data synthetic --limit 128 --epochs 1"
+                           " --parallel dp";
+  const std::string path = (fs::temp_directory_path() / "cohort_mpmd_save.safetensors").string();
+  Result r = sh(kMpirun + "-np 1 " + base + " : -np 1 " + base + " --save " + path);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--save"), std::string::npos) << r.out;
+}
+
 TEST(DataParallel, RanksWithOtherModelsNameTheFirstParameter) {
   const std::string base = std::string(COHORT_BIN) +
                            " train --data synthetic --limit 128 --epochs 1 --parallel dp";
