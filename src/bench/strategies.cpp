@@ -180,6 +180,7 @@ ordered_json row_record(const Row& r, const StrategiesConfig& cfg, int limit, in
                       {"limit", limit},
                       {"epochs", cfg.epochs}};
   if (r.engine == "cohort") rec["flags"] = r.flags;
+  if (!r.note.empty()) rec["note"] = r.note;
   return rec;
 }
 

@@ -58,8 +58,7 @@ std::string notes(const ordered_json& r, int cores) {
       n.push_back("staleness mean " + num(p["staleness_mean"].get<double>(), 2) + ", max " +
                   num(p.value("staleness_max", 0.0), 0));
   }
-  if (r["name"] == "pytorch-pipe") n.push_back("partitions take turns on one worker thread");
-  if (r["name"] == "replicas") n.push_back("2 replica threads in 1 process");
+  if (r.contains("note")) n.push_back(r["note"].get<std::string>());
   if (r.contains("reported_global_batch"))
     n.push_back("train reports global batch " + r["reported_global_batch"].dump());
   const int ranks = r["ranks"].get<int>();

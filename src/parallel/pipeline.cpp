@@ -327,7 +327,8 @@ std::vector<BenchRow> PipelineFamily::bench_rows() const {
       {"hybrid", "cohort hybrid (dp 2 x pp 2, 2 micro)", "cohort", 4, 2, 2, false,
        {"--parallel", "hybrid", "--dp", "2", "--stages", "2", "--micro-batches", "2"}, ""},
       {"pytorch-pipe", "PyTorch Pipe (1 process, 2 partitions x 4 micro)", "pytorch", 1, 1, 4, true,
-       {"--pipe-stages", "2", "--micro-batches", "4"}, "pp-gpipe"},
+       {"--pipe-stages", "2", "--micro-batches", "4"}, "pp-gpipe",
+       "partitions take turns on one worker thread"},
   };
 }
 // clang-format on

@@ -47,6 +47,7 @@ struct BenchRow {
   bool own_threads;                // one process whose threads split the CPUs
   std::vector<std::string> flags;  // cohort train's (or the peer's) flags for it
   std::string versus;              // PyTorch rows: the cohort row it is compared with
+  std::string note = "";           // for the table's notes column
 };
 
 class StrategyFamily {

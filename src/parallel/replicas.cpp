@@ -99,7 +99,7 @@ class ReplicasFamily final : public StrategyFamily {
   }
   std::vector<BenchRow> bench_rows() const override {
     return {{"replicas", "cohort replicas (DataParallel-style)", "cohort", 1, 1, 1, true,
-             {"--parallel", "replicas", "--replicas", "2"}, ""}};
+             {"--parallel", "replicas", "--replicas", "2"}, "", "2 replica threads in 1 process"}};
   }
 
  private:
