@@ -8,7 +8,10 @@
 # ocl-icd-opencl-dev: Debian's libdnnl-dev was built with the OpenCL GPU runtime,
 # so its CMake config (dnnl-config.cmake) calls find_package(OpenCL) and fails
 # without OpenCL's headers and libOpenCL.so; the package only *recommends* them,
-# and --no-install-recommends skips recommendations (issue 12). Safe to run again.
+# and --no-install-recommends skips recommendations (issue 12). clang,
+# libclang-rt-14-dev (libFuzzer's and the sanitizers' runtimes) and
+# libomp-14-dev (OpenMP for clang) build the fuzz targets (ctest -L fuzz).
+# Safe to run again.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 packages=(
@@ -20,6 +23,7 @@ packages=(
   python3 python3-numpy python3-torch
   libopenblas0-openmp
   gnuplot-nox python3-matplotlib
+  clang libclang-rt-14-dev libomp-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

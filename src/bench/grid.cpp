@@ -26,13 +26,22 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-// A grid-file value: a JSON array, a number, or a comma string, as a comma string.
-static std::string as_list(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+// A grid-file value as a comma string: a string, an integer, or a flat array
+// of them. Anything else is refused by name; nested arrays too, which also
+// keeps a file of 300,000 nested '[' from recursing off the stack.
+static std::string as_list(const std::string& file, const char* key, const json& v) {
+  auto item = [&](const json& e) {
+    if (e.is_string()) return e.get<std::string>();
+    if (e.is_number_integer()) return std::to_string(e.get<long long>());
+    throw InputError("--grid: " + file + ": '" + key +
+                     "' must be a string, an integer or a list of them");
+  };
+  if (!v.is_array()) return item(v);
   std::string s;
-  if (v.is_array())
-    for (auto& e : v) s += (s.empty() ? "" : ",") + as_list(e);
+  for (auto& e : v) {
+    if (!s.empty()) s += ',';
+    s += item(e);
+  }
   return s;
 }
 
@@ -60,7 +69,7 @@ GridFlags read_grid_file(const std::string& grid) {
   COHORT_INPUT_CHECK(j.is_object(), "--grid: ", p.string(), " must hold a JSON object");
   GridFlags f;
   auto get = [&](const char* key, std::string& dst) {
-    if (j.contains(key) && !j[key].is_null()) dst = as_list(j[key]);
+    if (j.contains(key) && !j[key].is_null()) dst = as_list(p.string(), key, j[key]);
   };
   get("workers", f.workers);
   get("batch", f.batch);
