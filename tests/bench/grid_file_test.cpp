@@ -1,28 +1,21 @@
 // The grid file parser (resolve_grid) on hostile files, found while writing
 // its fuzz target (tests/fuzz/grid_fuzz.cpp): each is one InputError naming
 // the file and the key.
-#include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "bench/grid.h"
-#include "core/error.h"
+#include "data/data_test_util.h"
 
 namespace cohort {
 namespace {
 
-namespace fs = std::filesystem;
-
 // Writes `text` to a grid file and returns resolve_grid's error ("" if none).
 std::string grid_error(const std::string& text) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("cohort_grid_file_test_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(p) << text;
+  testing::TempDir dir;
+  std::ofstream(dir.file("g.json")) << text;
   GridFlags flags;
-  flags.grid = p.string();
+  flags.grid = dir.file("g.json");
   flags.name = "g";
   std::string err;
   try {
@@ -30,7 +23,6 @@ std::string grid_error(const std::string& text) {
   } catch (const InputError& e) {
     err = e.what();
   }
-  fs::remove(p);
   return err;
 }
 
@@ -39,7 +31,7 @@ TEST(GridFile, DeepNestingIsRefusedNotACrash) {
   const int depth = 300000;
   std::string err =
       grid_error("{\"batch\":" + std::string(depth, '[') + "1" + std::string(depth, ']') + "}");
-  EXPECT_NE(err.find(".json: 'batch' must be"), std::string::npos) << err;
+  EXPECT_NE(err.find("g.json: 'batch' must be"), std::string::npos) << err;
 }
 
 // A float, bool or object used to be read as "" and silently ignored.
