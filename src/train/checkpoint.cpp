@@ -184,7 +184,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   Json header;
   try {
     header = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse errors, and numbers out of range (1e999)
     throw InputError(what + ": header is not valid JSON: " + one_line(e.what()));
   }
   if (!header.is_object()) throw InputError(what + ": header is not a JSON object");

@@ -24,9 +24,8 @@ std::string write_safetensors(const testing::TempDir& dir, const std::string& he
 // nlohmann's parser throw out_of_range, not parse_error; load_safetensors
 // catches only parse_error, so `cohort train --load F` printed "cohort:
 // error: [json.exception.out_of_range.406] number overflow ..." with exit 1
-// and no file name. Disabled until src/train/checkpoint.cpp (being changed
-// in another worktree) catches Json::exception around Json::parse.
-TEST(SafetensorsFindings, DISABLED_NumberOverflowIsAnInputErrorNamingTheFile) {
+// and no file name. Fixed: load_safetensors catches Json::exception.
+TEST(SafetensorsFindings, NumberOverflowIsAnInputErrorNamingTheFile) {
   testing::TempDir dir;
   const std::string p =
       write_safetensors(dir, R"({"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})");
