@@ -11,6 +11,8 @@
 # and --no-install-recommends skips recommendations (issue 12). clang,
 # libclang-rt-14-dev (libFuzzer's and the sanitizers' runtimes) and
 # libomp-14-dev (OpenMP for clang) build the fuzz targets (ctest -L fuzz).
+# procps: the stall tests find a rank's pid with pgrep to SIGSTOP it (a
+# minimal Debian root has no pgrep; the test then stopped nothing).
 # Safe to run again.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -24,6 +26,7 @@ packages=(
   libopenblas0-openmp
   gnuplot-nox python3-matplotlib
   clang libclang-rt-14-dev libomp-14-dev
+  procps
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -156,8 +156,10 @@ TEST(DataParallel, StoppedRankIsNamedMidTraining) {
                           " train --parallel dp --data synthetic --epochs 50 --threads 1"
                           " --timeout 6 " + tag;
   const auto t0 = std::chrono::steady_clock::now();
-  Result r = sh("(timeout -k 5 120 " + job + " & job=$!; sleep 4; kill -STOP $(pgrep -f '^" +
-                bin + " train .*" + tag + "' | sed -n 2p); wait $job)");
+  // pgrep (procps) finds rank 1; if it finds none, say so and end the job.
+  Result r = sh("(timeout -k 5 120 " + job + " & job=$!; sleep 4; p=$(pgrep -f '^" + bin +
+                " train .*" + tag + "' | sed -n 2p); if [ -n \"$p\" ]; then kill -STOP $p; " +
+                "else echo 'no rank found to stop'; kill $job; fi; wait $job)");
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("stopped making progress"), std::string::npos) << r.out;
