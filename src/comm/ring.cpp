@@ -88,9 +88,10 @@ void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t 
 
 void ring_allgather(Communicator& c, const void* src, void* dst, size_t block_bytes) {
   const int p = c.size(), r = c.rank();
+  if (block_bytes == 0) return;  // nothing to move (and the buffers may be null)
   char* out = static_cast<char*>(dst);
   std::memmove(out + size_t(r) * block_bytes, src, block_bytes);  // src may be that block
-  if (p == 1 || block_bytes == 0) return;
+  if (p == 1) return;
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
