@@ -155,14 +155,17 @@ TEST(DataParallel, StoppedRankIsNamedMidTraining) {
   const std::string job = kMpirun + "-np 3 " + bin +
                           " train --parallel dp --data synthetic --epochs 50 --threads 1"
                           " --timeout 6 " + tag;
-  // Waits (up to 60 s: mpirun starts slowly in a fresh root) for rank 1 to
-  // train for 2 s, stops it, and prints when it did and when the job ended.
+  // Waits (up to 60 s: mpirun starts slowly in a fresh root) until training
+  // has started (rank 0's start line: every rank is past MPI's start-up and
+  // beating), stops rank 1, and prints when it did and when the job ended.
+  const std::string log = (fs::temp_directory_path() / "cohort_stopped_rank.log").string();
   const std::string find = "pgrep -f '^" + bin + " train .*" + tag + "' | sed -n 2p";
-  Result r = sh("(timeout -k 5 150 " + job + " & job=$!; p=; for i in $(seq 120); do p=$(" +
-                find + "); [ -n \"$p\" ] && break; sleep 0.5; done; sleep 2; " +
+  Result r = sh("(timeout -k 5 150 " + job + " > " + log + " 2>&1 & job=$!; " +
+                "for i in $(seq 120); do grep -q 'cohort train:' " + log +
+                " && break; sleep 0.5; done; sleep 2; p=$(" + find + "); " +
                 "if [ -n \"$p\" ]; then kill -STOP $p; echo stopped_ns $(date +%s%N); " +
                 "else echo 'no rank found to stop'; kill $job; fi; wait $job; rc=$?; " +
-                "echo ended_ns $(date +%s%N); exit $rc)");
+                "echo ended_ns $(date +%s%N); cat " + log + "; exit $rc)");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("stopped making progress"), std::string::npos) << r.out;
   const size_t a = r.out.find("stopped_ns "), b = r.out.find("ended_ns ");
