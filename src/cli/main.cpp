@@ -212,7 +212,7 @@ int run_train(TrainConfig& cfg, int argc, char** argv) {
   const int ranks = cfg.workers > 1 ? cfg.workers : cfg.ranks_needed();
 #if COHORT_WITH_MPI
   const bool rank_of_job = comm::launched_by_mpirun();
-  if (ranks > 1 || rank_of_job) cfg.parallel = cfg.strategy().under_ranks(cfg.parallel);
+  if (ranks > 1 || rank_of_job) cfg.parallel = cfg.strategies->under_ranks(cfg.parallel);
   if (!rank_of_job && ranks > 1) {
     check_config(cfg, ranks);  // refuse bad flags once, here, before any rank starts
     return launch_workers(argc, argv, ranks, cfg.threads);
@@ -231,8 +231,7 @@ int run_step(StepBenchConfig& cfg, int argc, char** argv) {
   COHORT_INPUT_CHECK(cfg.workers >= 1, "--workers must be at least 1, got ", cfg.workers);
 #if COHORT_WITH_MPI
   const bool rank_of_job = comm::launched_by_mpirun();
-  if (cfg.workers > 1 || rank_of_job)
-    cfg.parallel = cfg.strategies->find(cfg.parallel).under_ranks(cfg.parallel);
+  if (cfg.workers > 1 || rank_of_job) cfg.parallel = cfg.strategies->under_ranks(cfg.parallel);
   if (cfg.workers > 1 && !rank_of_job) return launch_workers(argc, argv, cfg.workers, cfg.threads);
   if (rank_of_job) {
     auto world = comm::mpi_world(&argc, &argv);

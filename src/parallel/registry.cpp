@@ -22,7 +22,10 @@ void StrategyRegistry::add_flags(CLI::App& app) {
 
 void StrategyRegistry::check(const std::string& name, const RunSettings& run, int world) const {
   for (auto& f : families_) f->validate();
-  find(name).check(name, run, world);
+  const StrategyFamily& family = find(name);
+  COHORT_INPUT_CHECK(world == 1 || family.distributed(name), "--parallel ", name,
+                     " runs in one process, got ", world, " ranks");
+  family.check(name, run, world);
 }
 
 const StrategyFamily& StrategyRegistry::find(const std::string& name) const {

@@ -82,10 +82,13 @@ class StrategyRegistry {
  public:
   StrategyRegistry();
   void add_flags(CLI::App& app);
-  // Every family's validate(), then `name`'s check().
+  // Every family's validate(), that a one-process strategy has one rank,
+  // then `name`'s check().
   void check(const std::string& name, const RunSettings& run, int world) const;
   // The family serving `name`; InputError naming --parallel and the valid names.
   const StrategyFamily& find(const std::string& name) const;
+  // What `name` means in a job of several ranks (the family's under_ranks).
+  std::string under_ranks(const std::string& name) const { return find(name).under_ranks(name); }
   std::string names() const;  // "none, dp, ..." for help and errors
   std::string help() const;   // every family's help line
   std::string describe() const;

@@ -84,11 +84,9 @@ class ReplicasFamily final : public StrategyFamily {
   void validate() const override {
     COHORT_INPUT_CHECK(replicas_ >= 1, "--replicas must be at least 1, got ", replicas_);
   }
-  void check(const std::string&, const RunSettings& run, int world) const override {
+  void check(const std::string&, const RunSettings& run, int) const override {
     COHORT_INPUT_CHECK(replicas_ <= run.batch, "--replicas ", replicas_, " exceeds --batch ",
                        run.batch, " (each replica needs at least one image)");
-    COHORT_INPUT_CHECK(world == 1, "--parallel replicas runs in one process, got ", world,
-                       " ranks (use --parallel dp across ranks)");
   }
   bool distributed(const std::string&) const override { return false; }
   void describe(std::ostream& os) const override { os << "--replicas " << replicas_ << "\n"; }

@@ -59,8 +59,6 @@ void check_config(const TrainConfig& c, int world) {
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
   COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last", "--eval: unknown choice '", c.eval,
                      "' (valid: epoch, last)");
-  COHORT_INPUT_CHECK(world == 1 || c.strategy().distributed(c.parallel), "--parallel ",
-                     c.parallel, " runs in one process, got ", world, " ranks");
   c.strategies->check(c.parallel, c.run_settings(), world);
 }
 
