@@ -25,10 +25,12 @@ std::unique_ptr<Strategy> make_step_strategy(const StepBenchConfig& cfg, comm::C
   RunSettings run;
   run.model = nn::find_model(cfg.model);
   run.batch = cfg.batch;
+  run.precision = cfg.precision.resolve();
   cfg.strategies->check(cfg.parallel, run, world);
   if (comm)
     check_and_broadcast(*comm, model, "bench step " + cfg.model + " " +
                                           std::to_string(cfg.batch) + "\n" + cfg.parallel + "\n" +
+                                          cfg.precision.describe() +
                                           cfg.strategies->describe());
   StrategyArgs args{run, comm, model, opt};
   auto strategy = cfg.strategies->find(cfg.parallel).make(cfg.parallel, args);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "optim/precision.h"
 #include "parallel/registry.h"
 
 namespace cohort {
@@ -19,6 +20,7 @@ struct StepBenchConfig {
   int warmup = 5;
   std::string peer;  // "" or "pytorch"
   bool peak = false; // also measure the matmul peak and report the share of it
+  PrecisionFlags precision;  // --precision and the rest (optim/precision.h)
   int workers = 1;   // ranks (under mpirun); the peer runs DDP with as many
   // The strategy (none: one process, dp under ranks) and every family's flags.
   std::string parallel = "none";

@@ -58,6 +58,7 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");
   app.add_option("--accumulate", c.accumulate, "micro-batches per optimizer step");
   app.add_option("--timeout", c.timeout, "seconds before a stalled collective is reported");
+  c.precision.add_to(app);
 }
 
 // Set by the --workers launcher for its ranks: only rank 0 prints an InputError.
@@ -152,6 +153,7 @@ void add_step(CLI::App& step, StepBenchConfig& c) {
   step.add_option("--workers", c.workers, "data-parallel ranks (mpirun on this machine)");
   step.add_option("--parallel", c.parallel, "strategy (none: one process; dp under ranks): " +
                                                  c.strategies->names());
+  c.precision.add_to(step);
   c.strategies->add_flags(step);
 }
 

@@ -21,6 +21,11 @@ struct Context {
   bool accumulate = false;  // add into the gradient arena instead of overwriting it
   Device device = Device::kCpu;
   Rng* rng = nullptr;       // dropout masks
+  // The model's arithmetic (optim/precision.h): f32; bf16 (activations stored
+  // and multiplied in bf16, weights and their gradients f32 master copies);
+  // f16 (f32 arithmetic, every layer's output and input gradient rounded to
+  // fp16: oneDNN has no fp16 kernels on these CPUs).
+  DType precision = DType::kF32;
   // Called with [begin, end) element offsets into the gradient arena.
   std::function<void(int64_t, int64_t)> grad_ready;
 };

@@ -14,6 +14,7 @@
 #include "comm/communicator.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "optim/precision.h"
 #include "parallel/strategy.h"
 
 namespace cohort {
@@ -25,6 +26,7 @@ struct RunSettings {
   int accumulate = 1;   // micro-batches per optimizer step
   float clip_norm = 0;  // 0: off
   uint64_t seed = 0;
+  Precision precision;  // mixed precision (optim/precision.h)
 };
 
 // What a family builds a strategy from.

@@ -13,6 +13,7 @@ RunSettings TrainConfig::run_settings() const {
   r.accumulate = accumulate;
   r.clip_norm = clip_norm;
   r.seed = seed;
+  r.precision = precision.resolve();
   return r;
 }
 
@@ -25,7 +26,7 @@ std::string TrainConfig::describe() const {
      << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval "
      << eval << "\n--parallel " << parallel << "\n--accumulate " << accumulate << "\n--timeout "
      << timeout << "\n--load " << load << "\n--resume " << resume << "\n--save " << save << "\n"
-     << strategies->describe();
+     << precision.describe() << strategies->describe();
   return os.str();
 }
 

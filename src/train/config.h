@@ -31,6 +31,7 @@ struct TrainConfig {
   std::string log = "human";  // human | jsonl
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
   std::string save, load, resume;  // train/resume.h
+  PrecisionFlags precision;  // --precision, --grad-dtype, loss scaling
 
   // Parallelism (src/parallel/): the strategy's name and every family's flags.
   std::string parallel = "none";
