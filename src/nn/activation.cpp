@@ -24,7 +24,7 @@ const Tensor& Dropout::forward(const Tensor& x, Context& ctx) {
   COHORT_CHECK(ctx.rng, "dropout needs an RNG in training");
   shape_ = x.shape();
   const int64_t c = x.dim(-1), n = x.dim(0);
-  ensure(mask_, channels_ ? Shape{n, c} : x.shape(), x.dtype());
+  ensure(mask_, channels_ ? Shape{n, c} : x.shape());  // f32 at any precision
   ops::dropout_mask(mask_, mask_.numel(), p_, *ctx.rng);
   ensure(y_, x.shape(), x.dtype());
   if (channels_)

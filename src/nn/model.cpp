@@ -1,5 +1,7 @@
 #include "nn/model.h"
 
+#include "ops/elementwise.h"
+
 namespace cohort::nn {
 
 Model::Model(std::shared_ptr<const ModelSpec> spec)
@@ -31,6 +33,22 @@ std::unique_ptr<Model> Model::view() {
   auto m = std::make_unique<Model>(spec_);
   m->build_shared(*this);
   return m;
+}
+
+DType activation_dtype(DType precision) {
+  return precision == DType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+
+const Tensor& cast_input(const Tensor& x, DType precision, Tensor& scratch) {
+  if (x.dtype() != DType::kF32 || precision == DType::kF32) return x;
+  ensure(scratch, x.shape(), activation_dtype(precision));
+  if (precision == DType::kBF16) {
+    f32_to_bf16(x.f32(), scratch.bf16(), size_t(x.numel()));
+  } else {
+    scratch.copy_from(x);
+    ops::round_to_f16(scratch, scratch.numel());
+  }
+  return scratch;
 }
 
 std::unique_ptr<Model> build_model(std::shared_ptr<const ModelSpec> spec, uint64_t seed) {

@@ -35,6 +35,14 @@ struct ModelSpec {
   std::function<std::unique_ptr<Loss>()> loss;
 };
 
+// The dtype activations are stored in at a precision: bf16 for bf16, else f32
+// (fp16 is emulated on the CPU: f32 storage rounded to fp16 values).
+DType activation_dtype(DType precision);
+
+// The model's input at `precision`: f32 images become bf16 (or are rounded to
+// fp16 values) in `scratch`; token ids and f32 runs pass through.
+const Tensor& cast_input(const Tensor& x, DType precision, Tensor& scratch);
+
 class Model {
  public:
   explicit Model(std::shared_ptr<const ModelSpec> spec);
@@ -64,8 +72,11 @@ class Model {
   // Another model of this spec over this model's arenas (build_shared).
   std::unique_ptr<Model> view();
 
-  // x: {N, H, W, C} (or {N, T} tokens) -> outputs {N, classes} (or {N, T, vocab})
-  const Tensor& forward(const Tensor& x, Context& ctx) { return layers_->forward(x, ctx); }
+  // x: {N, H, W, C} (or {N, T} tokens) -> outputs {N, classes} (or {N, T, vocab}),
+  // in the activation dtype of ctx.precision.
+  const Tensor& forward(const Tensor& x, Context& ctx) {
+    return layers_->forward(cast_input(x, ctx.precision, input_), ctx);
+  }
   void backward(const Tensor& dout, Context& ctx) { layers_->backward(dout, ctx); }
 
  private:
@@ -73,7 +84,9 @@ class Model {
   std::unique_ptr<Sequential> layers_;
   std::unique_ptr<Loss> loss_;
   Arena params_, buffers_;
+  Tensor input_;  // the batch's images in the compute precision
 };
+
 
 // A built model of `spec`, initialized from `seed`.
 std::unique_ptr<Model> build_model(std::shared_ptr<const ModelSpec> spec, uint64_t seed);

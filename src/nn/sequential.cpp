@@ -49,9 +49,20 @@ const Tensor& Sequential::backward(const Tensor& dy, Context& ctx) {
   return backward_range(0, children_.size(), dy, ctx);
 }
 
+// fp16 on the CPU (Context::precision): f32 arithmetic, but what travels
+// between layers is rounded to fp16, so values past 65504 overflow as they
+// would in fp16 storage (the loss scaler's overflow is real).
+static void store_as_f16(const Tensor& t, const Context& ctx) {
+  if (ctx.precision == DType::kF16 && t.dtype() == DType::kF32)
+    ops::round_to_f16(t, t.numel());
+}
+
 const Tensor& Sequential::forward_range(size_t begin, size_t end, const Tensor& x, Context& ctx) {
   const Tensor* h = &x;
-  for (size_t i = begin; i < end; ++i) h = &children_[i].second->forward(*h, ctx);
+  for (size_t i = begin; i < end; ++i) {
+    h = &children_[i].second->forward(*h, ctx);
+    store_as_f16(*h, ctx);
+  }
   return *h;
 }
 
@@ -61,6 +72,7 @@ const Tensor& Sequential::backward_range(size_t begin, size_t end, const Tensor&
   for (size_t i = end; i-- > begin;) {
     Module& m = *children_[i].second;
     g = &m.backward(*g, ctx);
+    if (m.needs_input_grad()) store_as_f16(*g, ctx);
     // A nested Sequential has announced its children already.
     const bool nested = dynamic_cast<Sequential*>(&m) != nullptr;
     if (m.num_params() && ctx.grad_ready && !nested) ctx.grad_ready(m.param_begin(), m.param_end());

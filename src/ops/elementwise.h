@@ -23,6 +23,10 @@ void dropout_mask(View mask, int64_t n, float p, Rng& rng);
 void dropout_apply(ConstView src, ConstView mask, View dst, int64_t n);
 void dropout2d_apply(ConstView src, ConstView mask, View dst, int64_t n, int64_t hw, int64_t c);
 
+// x rounded in place to the nearest fp16 value (past 65504: +-inf), as fp16
+// storage would hold it; x is f32.
+void round_to_f16(View x, int64_t n);
+
 void nhwc_to_nchw(ConstView src, View dst, int64_t n, int64_t h, int64_t w, int64_t c);
 void nchw_to_nhwc(ConstView src, View dst, int64_t n, int64_t c, int64_t h, int64_t w);
 

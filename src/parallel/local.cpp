@@ -6,14 +6,17 @@
 
 namespace cohort {
 
-LocalStep::LocalStep(nn::Model& model, Optimizer& opt, uint64_t seed, float clip_norm)
-    : model_(model), opt_(opt), rng_(seed ^ 0x5eedull), clip_norm_(clip_norm) {}
+LocalStep::LocalStep(nn::Model& model, Optimizer& opt, uint64_t seed, float clip_norm,
+                     const Precision& precision)
+    : model_(model), opt_(opt), rng_(seed ^ 0x5eedull), clip_norm_(clip_norm),
+      precision_(precision) {}
 
 StepResult LocalStep::forward_backward(const Batch& batch, float grad_scale, nn::Context& ctx) {
   ctx.training = true;
   ctx.rng = &rng_;
+  ctx.precision = precision_.compute;
   const Tensor& out = model_.forward(batch.images, ctx);
-  nn::ensure(dout_, out.shape());
+  nn::ensure(dout_, out.shape(), out.dtype());
   auto loss = model_.loss().compute(out, batch.labels.data(), &dout_, grad_scale);
   model_.backward(dout_, ctx);
   return {loss.loss_sum, loss.correct, out.dim(0)};
@@ -57,7 +60,8 @@ class LocalFamily final : public StrategyFamily {
   bool distributed(const std::string&) const override { return false; }
   std::string under_ranks(const std::string&) const override { return "dp"; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
-    return std::make_unique<LocalStep>(a.model, a.opt, a.run.seed, a.run.clip_norm);
+    return std::make_unique<LocalStep>(a.model, a.opt, a.run.seed, a.run.clip_norm,
+                                       a.run.precision);
   }
   std::vector<BenchRow> bench_rows() const override {
     return {{"single", "cohort single process", "cohort", 1, 1, 1, true, {"--parallel", "none"}, ""},

@@ -7,14 +7,17 @@
 #include "data/batch.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "optim/precision.h"
 #include "parallel/strategy.h"
 
 namespace cohort {
 
 class LocalStep final : public Strategy {
  public:
-  // clip_norm <= 0: no clipping.
-  LocalStep(nn::Model& model, Optimizer& opt, uint64_t seed, float clip_norm = 0);
+  // clip_norm <= 0: no clipping. precision: the model's arithmetic (bf16, fp16
+  // with loss scaling); the arena keeps f32 master weights either way.
+  LocalStep(nn::Model& model, Optimizer& opt, uint64_t seed, float clip_norm = 0,
+            const Precision& precision = {});
   // Forward and backward only; gradients of the mean loss land in the arena.
   // grad_scale: 1/batch for a mean (1/global batch under data parallelism).
   StepResult forward_backward(const Batch& batch, float grad_scale, nn::Context& ctx);
@@ -32,6 +35,7 @@ class LocalStep final : public Strategy {
   Optimizer& opt_;
   Rng rng_;
   float clip_norm_;
+  Precision precision_;
   Tensor dout_;  // the loss's gradient w.r.t. the model's output
 };
 

@@ -122,7 +122,7 @@ class CpuBatchNorm final : public BatchNorm {
 
 std::unique_ptr<BatchNorm> make_batch_norm(Device device, const BatchNormShape& shape) {
   COHORT_CHECK(device == Device::kCpu, "batch_norm: only the CPU backend is built");
-  cpu::require_f32("batch_norm", shape.dtype);
+  cpu::require_compute_dtype("batch_norm", shape.dtype);
   return std::make_unique<CpuBatchNorm>(shape);
 }
 

@@ -3,7 +3,10 @@
 // reordered into the primitive's preferred blocked layout, once per step, and
 // ReLU is fused as a post-op. Gradients of the weights are reordered back to
 // OIHW straight into the gradient arena (with a sum post-op when accumulating).
-// Memory descriptors take the shape's dtype; the CPU build accepts f32 only.
+// Mixed precision: src/dst and their gradients are of the shape's dtype (f32
+// or bf16); weights, bias and their gradients are always the f32 master
+// copies. In bf16 the weight reorder converts to bf16 on the way into the
+// blocked layout (no extra pass), and the weight gradient comes out in f32.
 #include "ops/conv2d.h"
 
 #include <vector>
@@ -27,9 +30,11 @@ class CpuConv2d final : public Conv2d {
     memory::dims strides = {s.stride, s.stride}, pad = {s.pad, s.pad};
     src_md_ = memory::desc(src_d, dt, Tag::nhwc);
     dst_md_ = memory::desc(dst_d, dt, Tag::nhwc);
-    user_w_md_ = memory::desc(w_d, dt, Tag::oihw);
-    bias_md_ = memory::desc({s.c_out}, dt, Tag::x);
+    const auto f32 = memory::data_type::f32;
+    user_w_md_ = memory::desc(w_d, f32, Tag::oihw);
+    bias_md_ = memory::desc({s.c_out}, f32, Tag::x);
     auto w_any = memory::desc(w_d, dt, Tag::any);
+    auto dw_any = memory::desc(w_d, f32, Tag::any);  // the gradient: f32 at any precision
 
     COHORT_DNNL({
       dnnl::convolution_forward::desc fd(prop_kind::forward_training, algorithm::convolution_direct,
@@ -47,7 +52,7 @@ class CpuConv2d final : public Conv2d {
                                                dst_md_, strides, pad, pad);
       bwd_data_pd_ = dnnl::convolution_backward_data::primitive_desc(bd, engine(), fwd_pd_);
       bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
-      dnnl::convolution_backward_weights::desc wd(algorithm::convolution_direct, src_md_, w_any,
+      dnnl::convolution_backward_weights::desc wd(algorithm::convolution_direct, src_md_, dw_any,
                                                   bias_md_, dst_md_, strides, pad, pad);
       bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(wd, engine(), fwd_pd_);
       bwd_weights_ = dnnl::convolution_backward_weights(bwd_w_pd_);
@@ -58,17 +63,17 @@ class CpuConv2d final : public Conv2d {
     dw_accumulate_ = Reorder(bwd_w_pd_.diff_weights_desc(), user_w_md_, true);
     share_fwd_w_ = !fwd_w_reorder_.identity() &&
                    bwd_data_pd_.weights_desc() == fwd_pd_.weights_desc();
-    // Scratch in f32 elements (the only dtype built), sized from the descriptors' bytes.
-    fwd_w_.resize(fwd_pd_.weights_desc().get_size() / sizeof(float));
-    bwd_w_.resize(bwd_data_pd_.weights_desc().get_size() / sizeof(float));
-    dw_.resize(bwd_w_pd_.diff_weights_desc().get_size() / sizeof(float));
+    // Scratch sized from the descriptors' bytes (bf16 weights take half).
+    fwd_w_.resize(floats(fwd_pd_.weights_desc()));
+    bwd_w_.resize(floats(bwd_data_pd_.weights_desc()));
+    dw_.resize(floats(bwd_w_pd_.diff_weights_desc()));
     zero_bias_.assign(size_t(s.c_out), 0.0f);
     db_.resize(size_t(s.c_out));
   }
 
   void forward(ConstView src, ConstView weight, ConstView bias, View dst) override {
-    check_operands("conv2d forward", s_.dtype,
-                   {{"src", src}, {"weight", weight}, {"bias", bias}, {"dst", dst}});
+    check_operands("conv2d forward", s_.dtype, {{"src", src}, {"dst", dst}});
+    check_operands("conv2d forward", DType::kF32, {{"weight", weight}, {"bias", bias}});
     const void* w = prepared(fwd_w_reorder_, weight.data, fwd_w_);
     if (!weight && fwd_w_reorder_.identity()) w = last_fwd_weight_;
     if (weight) last_fwd_weight_ = weight.data;
@@ -79,8 +84,8 @@ class CpuConv2d final : public Conv2d {
   }
 
   void backward_data(ConstView ddst, ConstView weight, View dsrc) override {
-    check_operands("conv2d backward_data", s_.dtype,
-                   {{"ddst", ddst}, {"weight", weight}, {"dsrc", dsrc}});
+    check_operands("conv2d backward_data", s_.dtype, {{"ddst", ddst}, {"dsrc", dsrc}});
+    check_operands("conv2d backward_data", DType::kF32, {{"weight", weight}});
     // Forward already reordered these weights when both want the same layout.
     const void* w = share_fwd_w_ ? fwd_w_.data() : prepared(bwd_w_reorder_, weight.data, bwd_w_);
     if (!weight && bwd_w_reorder_.identity()) w = last_bwd_weight_;
@@ -92,8 +97,8 @@ class CpuConv2d final : public Conv2d {
 
   void backward_weights(ConstView src, ConstView ddst, View dweight, View dbias,
                         bool accumulate) override {
-    check_operands("conv2d backward_weights", s_.dtype,
-                   {{"src", src}, {"ddst", ddst}, {"dweight", dweight}, {"dbias", dbias}});
+    check_operands("conv2d backward_weights", s_.dtype, {{"src", src}, {"ddst", ddst}});
+    check_operands("conv2d backward_weights", DType::kF32, {{"dweight", dweight}, {"dbias", dbias}});
     bool direct = dw_store_.identity() && !accumulate;
     void* dw = direct ? dweight.data : dw_.data();
     void* db = (dbias && !accumulate) ? dbias.data : db_.data();
@@ -109,6 +114,8 @@ class CpuConv2d final : public Conv2d {
   }
 
  private:
+  static size_t floats(const memory::desc& md) { return (md.get_size() + 3) / sizeof(float); }
+
   // The weights in the layout a primitive wants: the user's buffer if it already is.
   static const void* prepared(Reorder& r, const void* weight, std::vector<float>& buf) {
     if (r.identity()) return weight;
@@ -133,7 +140,7 @@ class CpuConv2d final : public Conv2d {
 
 std::unique_ptr<Conv2d> make_conv2d(Device device, const ConvShape& shape, bool relu) {
   COHORT_CHECK(device == Device::kCpu, "conv2d: only the CPU backend is built");
-  cpu::require_f32("conv2d", shape.dtype);
+  cpu::require_compute_dtype("conv2d", shape.dtype);
   return std::make_unique<CpuConv2d>(shape, relu);
 }
 

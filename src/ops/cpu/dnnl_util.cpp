@@ -22,10 +22,10 @@ memory::data_type dnnl_type(DType t) {
   return memory::data_type::undef;
 }
 
-void require_f32(const char* op, DType t) {
-  if (t != DType::kF32)
+void require_compute_dtype(const char* op, DType t) {
+  if (t != DType::kF32 && t != DType::kBF16)
     throw Error(detail::concat(op, ": dtype ", dtype_name(t),
-                               " is not supported by the CPU ops (f32 only)"));
+                               " is not supported by the CPU ops (f32 and bf16 only)"));
 }
 
 void check_operands(const char* op, DType want, std::initializer_list<Operand> operands) {

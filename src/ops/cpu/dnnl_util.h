@@ -20,9 +20,10 @@ using Tag = dnnl::memory::format_tag;
 // oneDNN's element type for a DType (i32 is s32).
 memory::data_type dnnl_type(DType t);
 
-// The CPU ops compute in f32 only for now (mixed precision is its own
-// change): an Error naming the op and the dtype otherwise.
-void require_f32(const char* op, DType t);
+// The CPU ops compute in f32 or bf16 (AVX512-BF16 kernels; where the CPU
+// lacks them oneDNN emulates): an Error naming the op and the dtype otherwise.
+// f16 has no oneDNN CPU kernel here; --precision fp16 computes in f32.
+void require_compute_dtype(const char* op, DType t);
 
 // An Error naming the op and operand unless every present operand is on the
 // CPU and of dtype `want` (the dtype the op was built for).

@@ -1,5 +1,5 @@
 // Elementwise ops as plain OpenMP loops: memory-bound, so one pass each. Each
-// checks its operands' dtype once per call; the loops themselves are f32.
+// checks its operands' dtype once per call; f32 or bf16 storage, f32 math.
 #include "ops/elementwise.h"
 
 #include <algorithm>
@@ -8,49 +8,60 @@
 #include <mutex>
 
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/typed.h"
 
 namespace cohort::ops {
 
 using cpu::check_operands;
 constexpr DType kF32 = DType::kF32;
+using cpu::dispatch_float;
+using cpu::load;
+using cpu::store;
 
 void relu_forward(ConstView src_v, View dst_v, int64_t n) {
-  check_operands("relu forward", kF32, {{"src", src_v}, {"dst", dst_v}});
-  const float* src = src_v.as<float>();
-  float* dst = dst_v.as<float>();
+  dispatch_float("relu forward", src_v.dtype, [&](auto t) {
+    using T = decltype(t);
+    check_operands("relu forward", src_v.dtype, {{"src", src_v}, {"dst", dst_v}});
+    const T* src = src_v.as<T>();
+    T* dst = dst_v.as<T>();
 #pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) dst[i] = std::max(src[i], 0.0f);
+    for (int64_t i = 0; i < n; ++i) store(dst, i, std::max(load(src, i), 0.0f));
+  });
 }
 
 void relu_backward(ConstView ddst_v, ConstView dst_v, View dsrc_v, int64_t n) {
-  check_operands("relu backward", kF32, {{"ddst", ddst_v}, {"dst", dst_v}, {"dsrc", dsrc_v}});
-  const float* ddst = ddst_v.as<float>();
-  const float* dst = dst_v.as<float>();
-  float* dsrc = dsrc_v.as<float>();
+  dispatch_float("relu backward", ddst_v.dtype, [&](auto t) {
+    using T = decltype(t);
+    check_operands("relu backward", ddst_v.dtype,
+                   {{"ddst", ddst_v}, {"dst", dst_v}, {"dsrc", dsrc_v}});
+    const T* ddst = ddst_v.as<T>();
+    const T* dst = dst_v.as<T>();
+    T* dsrc = dsrc_v.as<T>();
 #pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = ddst[i];  // loaded unconditionally so the loop is a vector blend
-    dsrc[i] = dst[i] > 0.0f ? g : 0.0f;
-  }
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = load(ddst, i);  // loaded unconditionally so the loop is a vector blend
+      store(dsrc, i, load(dst, i) > 0.0f ? g : 0.0f);
+    }
+  });
 }
 
 void add(ConstView a_v, ConstView b_v, View dst_v, int64_t n) {
-  check_operands("add", kF32, {{"a", a_v}, {"b", b_v}, {"dst", dst_v}});
-  const float* a = a_v.as<float>();
-  const float* b = b_v.as<float>();
-  float* dst = dst_v.as<float>();
+  dispatch_float("add", a_v.dtype, [&](auto t) {
+    using T = decltype(t);
+    check_operands("add", a_v.dtype, {{"a", a_v}, {"b", b_v}, {"dst", dst_v}});
+    const T* a = a_v.as<T>();
+    const T* b = b_v.as<T>();
+    T* dst = dst_v.as<T>();
 #pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
+    for (int64_t i = 0; i < n; ++i) store(dst, i, load(a, i) + load(b, i));
+  });
 }
 
 void add_inplace(View dst_v, ConstView src_v, int64_t n) {
-  check_operands("add_inplace", kF32, {{"dst", dst_v}, {"src", src_v}});
-  float* dst = dst_v.as<float>();
-  const float* src = src_v.as<float>();
-#pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  add(dst_v, src_v, dst_v, n);
 }
 
+// The mask is f32 (0 or 1/(1-p)) whatever the data's dtype.
 void dropout_mask(View mask_v, int64_t n, float p, Rng& rng) {
   check_operands("dropout", kF32, {{"mask", mask_v}});
   float* mask = mask_v.as<float>();
@@ -59,27 +70,42 @@ void dropout_mask(View mask_v, int64_t n, float p, Rng& rng) {
 }
 
 void dropout_apply(ConstView src_v, ConstView mask_v, View dst_v, int64_t n) {
-  check_operands("dropout", kF32, {{"src", src_v}, {"mask", mask_v}, {"dst", dst_v}});
-  const float* src = src_v.as<float>();
-  const float* mask = mask_v.as<float>();
-  float* dst = dst_v.as<float>();
+  dispatch_float("dropout", src_v.dtype, [&](auto t) {
+    using T = decltype(t);
+    check_operands("dropout", src_v.dtype, {{"src", src_v}, {"dst", dst_v}});
+    check_operands("dropout", kF32, {{"mask", mask_v}});
+    const T* src = src_v.as<T>();
+    const float* mask = mask_v.as<float>();
+    T* dst = dst_v.as<T>();
 #pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * mask[i];
+    for (int64_t i = 0; i < n; ++i) store(dst, i, load(src, i) * mask[i]);
+  });
 }
 
 void dropout2d_apply(ConstView src_v, ConstView mask_v, View dst_v, int64_t n, int64_t hw,
                      int64_t c) {
-  check_operands("dropout2d", kF32, {{"src", src_v}, {"mask", mask_v}, {"dst", dst_v}});
-  const float* src = src_v.as<float>();
-  const float* mask = mask_v.as<float>();
-  float* dst = dst_v.as<float>();
+  dispatch_float("dropout2d", src_v.dtype, [&](auto t) {
+    using T = decltype(t);
+    check_operands("dropout2d", src_v.dtype, {{"src", src_v}, {"dst", dst_v}});
+    check_operands("dropout2d", kF32, {{"mask", mask_v}});
+    const T* src = src_v.as<T>();
+    const float* mask = mask_v.as<float>();
+    T* dst = dst_v.as<T>();
 #pragma omp parallel for if (n * hw * c > 65536)
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t p = 0; p < hw; ++p) {
-      const int64_t off = (i * hw + p) * c;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < hw; ++p) {
+        const int64_t off = (i * hw + p) * c;
 #pragma omp simd
-      for (int64_t k = 0; k < c; ++k) dst[off + k] = src[off + k] * mask[i * c + k];
-    }
+        for (int64_t k = 0; k < c; ++k) store(dst, off + k, load(src, off + k) * mask[i * c + k]);
+      }
+  });
+}
+
+void round_to_f16(View x_v, int64_t n) {
+  check_operands("round_to_f16", kF32, {{"x", x_v}});
+  float* x = x_v.as<float>();
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) x[i] = from_f16(to_f16(x[i]));
 }
 
 // Transposes go through oneDNN's jit reorder (a plain loop with a strided

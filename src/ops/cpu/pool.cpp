@@ -2,9 +2,11 @@
 // workspace for backward) and a plain global average pool.
 #include "ops/pool.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "ops/cpu/dnnl_util.h"
+#include "ops/cpu/typed.h"
 
 namespace cohort::ops {
 namespace {
@@ -65,42 +67,51 @@ class CpuMaxPool2d final : public MaxPool2d {
 
 std::unique_ptr<MaxPool2d> make_max_pool2d(Device device, const PoolShape& shape) {
   COHORT_CHECK(device == Device::kCpu, "max_pool2d: only the CPU backend is built");
-  cpu::require_f32("max_pool2d", shape.dtype);
+  cpu::require_compute_dtype("max_pool2d", shape.dtype);
   return std::make_unique<CpuMaxPool2d>(shape);
 }
 
 void global_avg_pool_forward(ConstView src_v, View dst_v, int64_t n, int64_t hw, int64_t c) {
-  cpu::check_operands("global_avg_pool forward", DType::kF32, {{"src", src_v}, {"dst", dst_v}});
-  const float* src = src_v.as<float>();
-  float* dst = dst_v.as<float>();
-  const float scale = 1.0f / float(hw);
-#pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) {
-    float* d = dst + i * c;
-    for (int64_t k = 0; k < c; ++k) d[k] = 0.0f;
-    for (int64_t p = 0; p < hw; ++p) {
-      const float* s = src + (i * hw + p) * c;
+  cpu::dispatch_float("global_avg_pool forward", src_v.dtype, [&](auto t) {
+    using T = decltype(t);
+    cpu::check_operands("global_avg_pool forward", src_v.dtype, {{"src", src_v}, {"dst", dst_v}});
+    const T* src = src_v.as<T>();
+    T* dst = dst_v.as<T>();
+    const float scale = 1.0f / float(hw);
+#pragma omp parallel
+    {
+      std::vector<float> acc(static_cast<size_t>(c));
+#pragma omp for
+      for (int64_t i = 0; i < n; ++i) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t p = 0; p < hw; ++p) {
+          const T* s = src + (i * hw + p) * c;
 #pragma omp simd
-      for (int64_t k = 0; k < c; ++k) d[k] += s[k];
+          for (int64_t k = 0; k < c; ++k) acc[size_t(k)] += cpu::load(s, k);
+        }
+        for (int64_t k = 0; k < c; ++k) cpu::store(dst + i * c, k, acc[size_t(k)] * scale);
+      }
     }
-    for (int64_t k = 0; k < c; ++k) d[k] *= scale;
-  }
+  });
 }
 
 void global_avg_pool_backward(ConstView ddst_v, View dsrc_v, int64_t n, int64_t hw, int64_t c) {
-  cpu::check_operands("global_avg_pool backward", DType::kF32,
-                      {{"ddst", ddst_v}, {"dsrc", dsrc_v}});
-  const float* ddst = ddst_v.as<float>();
-  float* dsrc = dsrc_v.as<float>();
-  const float scale = 1.0f / float(hw);
+  cpu::dispatch_float("global_avg_pool backward", ddst_v.dtype, [&](auto t) {
+    using T = decltype(t);
+    cpu::check_operands("global_avg_pool backward", ddst_v.dtype,
+                        {{"ddst", ddst_v}, {"dsrc", dsrc_v}});
+    const T* ddst = ddst_v.as<T>();
+    T* dsrc = dsrc_v.as<T>();
+    const float scale = 1.0f / float(hw);
 #pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t p = 0; p < hw; ++p) {
-      float* d = dsrc + (i * hw + p) * c;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t p = 0; p < hw; ++p) {
+        T* d = dsrc + (i * hw + p) * c;
 #pragma omp simd
-      for (int64_t k = 0; k < c; ++k) d[k] = ddst[i * c + k] * scale;
+        for (int64_t k = 0; k < c; ++k) cpu::store(d, k, cpu::load(ddst, i * c + k) * scale);
+      }
     }
-  }
+  });
 }
 
 }  // namespace cohort::ops
