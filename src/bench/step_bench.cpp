@@ -69,20 +69,24 @@ Timing time_steps(const StepBenchConfig& cfg, comm::Communicator* comm, Strategy
 // The peak and the peer, beside cohort's figure (rank 0).
 void add_comparisons(const StepBenchConfig& cfg, int world, double ips, double gflops,
                      nlohmann::ordered_json& out) {
+  const DType compute = cfg.precision.resolve().compute;
   if (cfg.peak) {
-    const double peak = measure_matmul_gflops();
+    const DType dtype = peak_dtype(compute);
+    const double peak = measure_matmul_gflops(dtype);
+    out["matmul_peak_dtype"] = precision_name(dtype);
     out["matmul_peak_gflops"] = peak;
     out["peak_share"] = gflops / peak;
-    std::fprintf(stderr, "fp32 matmul peak %.1f GFLOP/s; %s reaches %.1f%% of it\n", peak,
-                 cfg.model.c_str(), 100 * gflops / peak);
+    std::fprintf(stderr, "%s matmul peak %.1f GFLOP/s; %s reaches %.1f%% of it\n",
+                 precision_name(dtype), peak, cfg.model.c_str(), 100 * gflops / peak);
   }
   if (cfg.peer == "pytorch") {
     auto p = run_peer({"step", "--model", cfg.model, "--batch", std::to_string(cfg.batch),
                        "--threads", std::to_string(cfg.threads), "--steps",
                        std::to_string(cfg.steps), "--warmup", std::to_string(cfg.warmup),
-                       "--world", std::to_string(world)});
+                       "--world", std::to_string(world), "--precision", precision_name(compute)});
     const double pips = p.at("images_per_second").get<double>();
     out["peer"] = "pytorch";
+    out["peer_precision"] = p.value("precision", "fp32");
     out["peer_images_per_second"] = pips;
     out["ratio"] = ips / pips;
     std::fprintf(stderr, "pytorch: %.0f images/s; cohort/pytorch = %.2fx\n", pips, ips / pips);
@@ -97,6 +101,10 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
   COHORT_INPUT_CHECK(cfg.steps >= 1, "--steps must be at least 1, got ", cfg.steps);
   COHORT_INPUT_CHECK(cfg.peer.empty() || cfg.peer == "pytorch", "--peer: unknown peer '",
                      cfg.peer, "' (valid: pytorch)");
+  // PyTorch's CPU autocast (1.13) has bf16 only: no like-for-like fp16 row.
+  COHORT_INPUT_CHECK(cfg.peer.empty() || cfg.precision.resolve().compute != DType::kF16,
+                     "--precision fp16: --peer pytorch has no fp16 on the CPU (its autocast "
+                     "runs bf16 only); use --precision bf16 or fp32, or drop --peer");
   omp_set_num_threads(cfg.threads);
   auto model = nn::make_model(cfg.model, 0);
   const Shape& in = model->input_shape();

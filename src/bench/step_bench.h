@@ -1,6 +1,6 @@
 // `cohort bench step`: time training steps on synthetic input after a
-// warm-up, validate them, and put PyTorch's figure for the same model, batch
-// and threads beside it.
+// warm-up, validate them, and put PyTorch's figure for the same model, batch,
+// threads and precision beside it.
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>

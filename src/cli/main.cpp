@@ -149,7 +149,9 @@ void add_step(CLI::App& step, StepBenchConfig& c) {
   step.add_option("--steps", c.steps);
   step.add_option("--warmup", c.warmup);
   step.add_option("--peer", c.peer, "pytorch: run the PyTorch peer in the same run");
-  step.add_flag("--peak", c.peak, "also measure the fp32 matmul peak and the share of it");
+  step.add_flag("--peak", c.peak,
+                "also measure the matmul peak of the run's precision (bf16 for --precision "
+                "bf16, fp32 otherwise) and the share of it");
   step.add_option("--workers", c.workers, "data-parallel ranks (mpirun on this machine)");
   step.add_option("--parallel", c.parallel, "strategy (none: one process; dp under ranks): " +
                                                  c.strategies->names());

@@ -17,19 +17,11 @@
 namespace {
 
 namespace fs = std::filesystem;
+using cohort::testing_support::last_json;
 using cohort::testing_support::run;
 using nlohmann::json;
 
 const std::string kBin = COHORT_BIN;
-
-// The last line of `out` that parses as a JSON object.
-json last_json(const std::string& out) {
-  json last;
-  std::stringstream ss(out);
-  for (std::string line; std::getline(ss, line);)
-    if (!line.empty() && line[0] == '{') last = json::parse(line, nullptr, false);
-  return last;
-}
 
 void expect_row(const json& r) {
   EXPECT_EQ(r.at("status"), "ok") << r.dump();

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -17,16 +16,8 @@
 namespace {
 
 namespace fs = std::filesystem;
+using cohort::testing_support::last_json;
 using cohort::testing_support::run;
-
-// The last line of `out` that parses as a JSON object.
-nlohmann::json last_json(const std::string& out) {
-  nlohmann::json last;
-  std::stringstream ss(out);
-  for (std::string line; std::getline(ss, line);)
-    if (!line.empty() && line[0] == '{') last = nlohmann::json::parse(line, nullptr, false);
-  return last;
-}
 
 TEST(Tune, TinySpaceFindsTheFastest) {
 #if COHORT_WITH_MPI

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 #include "core/error.h"
 #include "train/checkpoint.h"
@@ -55,6 +56,14 @@ double checkpoint_rel_diff(const std::string& a, const std::string& b) {
     }
   }
   return ref > 0 ? diff / ref : diff;
+}
+
+nlohmann::json last_json(const std::string& out) {
+  nlohmann::json last;
+  std::stringstream ss(out);
+  for (std::string line; std::getline(ss, line);)
+    if (!line.empty() && line[0] == '{') last = nlohmann::json::parse(line, nullptr, false);
+  return last;
 }
 
 std::string error_of(const std::function<void()>& f) {

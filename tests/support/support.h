@@ -2,6 +2,7 @@
 // allowed as root) and compare two checkpoints; and the message of an Error.
 #pragma once
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace cohort::testing_support {
@@ -29,6 +30,9 @@ void expect_one_line_error(const std::string& cmd, const std::string& culprit);
 // max |a - b| / max |b| over every tensor of checkpoint b (its optimizer
 // state too), found by name in a.
 double checkpoint_rel_diff(const std::string& a, const std::string& b);
+
+// The last line of `out` that parses as a JSON object (null if none).
+nlohmann::json last_json(const std::string& out);
 
 // The message of the cohort::Error that f throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);

@@ -24,6 +24,7 @@ def add_model_commands(sub):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--world", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    add_precision(p)
 
     p = sub.add_parser("grads", help="gradients of mean cross-entropy loss")
     p.add_argument("--model", required=True)
@@ -31,6 +32,7 @@ def add_model_commands(sub):
     p.add_argument("--batch-file", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--threads", type=int, default=1)
+    add_precision(p)
 
 
 def add_allreduce_command(sub):
@@ -62,10 +64,25 @@ def add_train_command(sub):
                    help="> 1: train through Pipe (GPipe) with this many partitions")
     p.add_argument("--micro-batches", type=int, default=4,
                    help="Pipe's chunks per batch (with --pipe-stages)")
+    add_precision(p)
+
+
+def add_precision(p):
+    p.add_argument("--precision", default="fp32",
+                   help="fp32 | bf16: bf16 runs forward and loss under CPU autocast")
+
+
+def check_precision(args):
+    if args.precision == "fp16":
+        die("--precision fp16: the peer's CPU autocast is bf16 only, as in PyTorch 1.13 "
+            "(use fp32 or bf16)")
+    if args.precision not in ("fp32", "bf16"):
+        die("--precision: unknown choice '%s' (valid: fp32, bf16)" % args.precision)
 
 
 def check_step(args):
     check_model(args.model)
+    check_precision(args)
     require_at_least(args, ("batch", "threads", "steps", "world"))
     require_at_least(args, ("warmup",), low=0)
     return args.threads
@@ -73,11 +90,15 @@ def check_step(args):
 
 def check_train(args):
     check_model(args.model)
+    check_precision(args)
     require_at_least(args, ("batch", "threads", "epochs", "world", "repeat",
                             "pipe_stages", "micro_batches"))
     require_at_least(args, ("limit",), low=0)
     if args.pipe_stages > 1 and args.world > 1:
         die("--pipe-stages runs in one process (Pipe); it does not combine with --world")
+    if args.pipe_stages > 1 and args.precision != "fp32":
+        # Pipe runs partitions on its own threads, where autocast (thread-local) is off.
+        die("--pipe-stages runs in fp32 only (Pipe's threads run outside autocast)")
     if args.pipe_stages > 1 and args.batch % args.micro_batches:
         die("--micro-batches %d does not divide --batch %d" % (args.micro_batches, args.batch))
     return args.threads
@@ -100,6 +121,7 @@ def check_allreduce(args):
 
 def check_grads(args):
     check_model(args.model)
+    check_precision(args)
     return max(1, args.threads)
 
 

@@ -24,14 +24,15 @@ def cmd_count(args):
 
 
 def cmd_step(args):
-    a = {k: getattr(args, k) for k in ("model", "batch", "threads", "steps", "warmup", "seed")}
+    a = {k: getattr(args, k)
+         for k in ("model", "batch", "threads", "steps", "warmup", "seed", "precision")}
     times = dict(dist.run_ranks(step_rank, args.world, a))
     if len(times) != args.world:
         die("only %d of %d ranks reported a time" % (len(times), args.world), code=1)
     elapsed = max(times.values())
     images = args.world * args.batch * args.steps
     emit({"peer": "pytorch", "torch": torch.__version__, "model": args.model,
-          "batch": args.batch, "threads": args.threads, "world": args.world,
+          "precision": args.precision, "batch": args.batch, "threads": args.threads, "world": args.world,
           "steps": args.steps, "images_per_second": images / elapsed,
           "seconds_per_step": elapsed / args.steps})
 
@@ -48,7 +49,8 @@ def cmd_allreduce(args):
 
 def cmd_train(args):
     a = {k: getattr(args, k) for k in ("model", "batch", "repeat", "epochs", "limit", "data",
-                                         "threads", "seed", "pipe_stages", "micro_batches")}
+                                         "threads", "seed", "pipe_stages", "micro_batches",
+                                         "precision")}
     a["data_dir"] = args.data_dir
     results = dist.run_ranks(train_rank, args.world, a)
     if not results:

@@ -1,5 +1,7 @@
 """`grads`: every parameter's gradient of the mean cross-entropy, in eval()
 mode, for given weights and one batch; cohort's numerics tests compare with it.
+With --precision bf16 forward and loss run under CPU autocast (amp.py), as
+PyTorch AMP trains; the gradients are still of the float32 parameters.
 
 Files are safetensors, F32: weights by parameter name (BN running stats may be
 absent), the batch as `images` [N, H, W, C] (NHWC) and `labels` [N] class ids;
@@ -10,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .amp import autocast
 from .common import die, log
 from .models import build_model, input_shape
 from .safetensors_f32 import read_safetensors, write_safetensors
@@ -69,7 +72,8 @@ def write_grads(args):
     x, y = load_batch(args.batch_file, args.model)
     model.eval()
     model.zero_grad()
-    loss = F.cross_entropy(model(x), y)
+    with autocast(args.precision):
+        loss = F.cross_entropy(model(x), y)
     loss.backward()
     out = []
     for n, p in model.named_parameters():
@@ -77,4 +81,5 @@ def write_grads(args):
         out.append((n, g.detach().numpy()))
     out.append(("loss", np.array([loss.item()], dtype=np.float32)))
     write_safetensors(args.out, out)
-    log("loss %.6f, wrote %d gradients to %s" % (loss.item(), len(out) - 1, args.out))
+    log("%s loss %.6f, wrote %d gradients to %s"
+        % (args.precision, loss.item(), len(out) - 1, args.out))

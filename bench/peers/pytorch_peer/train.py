@@ -1,7 +1,8 @@
 """The peer's one training loop, and the ranks of `step` and `train` that run it.
 
 A step is zero_grad, forward, mean cross-entropy, backward, Adam(lr=1e-3,
-eps=1e-7), as `cohort train`. With world > 1 the model is wrapped in DDP over
+eps=1e-7), as `cohort train`; with --precision bf16 forward and loss run under
+CPU autocast (amp.py). With world > 1 the model is wrapped in DDP over
 dist.py's gloo group; with --pipe-stages in stages.py's Pipe.
 """
 
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 from torch.distributed import rpc
 from torch.nn.parallel import DistributedDataParallel
 
+from .amp import autocast
 from .common import die, log
 from .data import batches, epoch_order, load_train_data, random_images
 from .models import MNIST, build_model, input_shape
@@ -34,7 +36,7 @@ def adam(model):
     return torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
 
 
-def run_steps(model, opt, data, pipe=False):
+def run_steps(model, opt, data, precision, pipe=False):
     """One step per (x, y) in data. Returns (last loss, seconds taking the
     batches, seconds in the steps, steps). Under DDP the gradient all-reduce
     runs inside backward, so it counts as step time."""
@@ -47,8 +49,9 @@ def run_steps(model, opt, data, pipe=False):
             return loss, data_s, compute_s, steps
         t2 = time.perf_counter()
         opt.zero_grad()
-        out = model(xy[0])
-        loss = F.cross_entropy(out.local_value() if pipe else out, xy[1])
+        with autocast(precision):
+            out = model(xy[0])
+            loss = F.cross_entropy(out.local_value() if pipe else out, xy[1])
         loss.backward()
         opt.step()
         data_s += t2 - t1
@@ -64,11 +67,11 @@ def step_rank(rank, world, a, results):
     opt = adam(model)
     x, y = random_images(a["batch"], input_shape(a["model"]),
                          torch.Generator().manual_seed(a["seed"] * 1000 + rank + 1))
-    run_steps(model, opt, itertools.repeat((x, y), a["warmup"]))
+    run_steps(model, opt, itertools.repeat((x, y), a["warmup"]), a["precision"])
     if ddp:
         dist.barrier()
     t0 = time.perf_counter()
-    loss = run_steps(model, opt, itertools.repeat((x, y), a["steps"]))[0]
+    loss = run_steps(model, opt, itertools.repeat((x, y), a["steps"]), a["precision"])[0]
     elapsed = time.perf_counter() - t0
     if ddp:
         dist.barrier()
@@ -76,13 +79,13 @@ def step_rank(rank, world, a, results):
     results.put((rank, elapsed))
 
 
-def test_accuracy(net, vx, vy):
+def test_accuracy(net, vx, vy, precision):
     # Not timed, and the other ranks are done: use every CPU, as cohort's
     # ranks share the test pass between them.
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     net.eval()
     correct = 0
-    with torch.no_grad():
+    with torch.no_grad(), autocast(precision):
         for i in range(0, vx.shape[0], 1000):
             correct += int((net(vx[i:i + 1000]).argmax(1) == vy[i:i + 1000]).sum())
     return correct / vx.shape[0]
@@ -102,7 +105,7 @@ def train_rank(rank, world, a, results):
     try:
         run = train_epochs(model, adam(model), (tx, ty), rank, world, a, pipe)
         if rank == 0:
-            run["test_accuracy"] = test_accuracy(net, vx, vy)
+            run["test_accuracy"] = test_accuracy(net, vx, vy, a["precision"])
             results.put(summary(a, world, run))
     finally:
         if pipe:
@@ -121,7 +124,7 @@ def train_epochs(model, opt, train_data, rank, world, a, pipe):
             dist.barrier()
         t0 = time.perf_counter()
         loss, data_s, compute_s, steps = run_steps(
-            model, opt, batches(tx, ty, order, a["batch"]), pipe)
+            model, opt, batches(tx, ty, order, a["batch"]), a["precision"], pipe)
         if world > 1:
             dist.barrier()
         secs = time.perf_counter() - t0
@@ -139,8 +142,8 @@ def summary(a, world, run):
     steps, data_s, compute_s = run["steps"], run["data_s"], run["compute_s"]
     return {
         "event": "summary", "peer": "pytorch", "torch": torch.__version__,
-        "model": a["model"], "batch": a["batch"], "threads": a["threads"],
-        "world_size": world, "global_batch": a["batch"] * world,
+        "model": a["model"], "precision": a["precision"], "batch": a["batch"],
+        "threads": a["threads"], "world_size": world, "global_batch": a["batch"] * world,
         "test_accuracy": run["test_accuracy"],
         "epoch_seconds": run["epoch_seconds"],
         "epoch_images_per_second": run["epoch_ips"],
