@@ -10,8 +10,9 @@
 namespace cohort {
 
 DataParallel::DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer& opt,
-                           const DataParallelConfig& cfg, uint64_t seed, float clip_norm)
-    : comm_(comm), model_(model), cfg_(cfg), local_(model, opt, seed, clip_norm) {
+                           const DataParallelConfig& cfg, uint64_t seed, float clip_norm,
+                           const Precision& precision)
+    : comm_(comm), model_(model), cfg_(cfg), local_(model, opt, seed, clip_norm, precision) {
   COHORT_INPUT_CHECK(cfg.bucket_mb > 0, "--bucket-mb must be positive, got ", cfg.bucket_mb);
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ",
                      cfg.accumulate);
@@ -162,7 +163,7 @@ class DataParallelFamily final : public StrategyFamily {
     dp.accumulate = a.run.accumulate;
     dp.algorithm = deterministic_ ? comm::Algorithm::kRing : comm::parse_algorithm(allreduce_);
     return std::make_unique<DataParallel>(*a.comm, a.model, a.opt, dp, a.run.seed,
-                                          a.run.clip_norm);
+                                          a.run.clip_norm, a.run.precision);
   }
   std::vector<BenchRow> bench_rows() const override {
     return {{"dp", "cohort dp (all-reduce)", "cohort", 2, 2, 1, false,

@@ -27,7 +27,8 @@ struct DataParallelConfig {
 class DataParallel final : public Strategy {
  public:
   DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer& opt,
-               const DataParallelConfig& cfg, uint64_t seed, float clip_norm = 0);
+               const DataParallelConfig& cfg, uint64_t seed, float clip_norm = 0,
+               const Precision& precision = {});
   ~DataParallel() override;
 
   std::string name() const override { return "dp"; }

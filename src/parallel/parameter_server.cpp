@@ -12,9 +12,9 @@ namespace cohort {
 constexpr int kPushTag = 120, kPullTag = 121;
 
 ParameterServer::ParameterServer(comm::Communicator& world, nn::Model& model, Optimizer& opt,
-                                 PsConfig cfg, uint64_t seed)
+                                 PsConfig cfg, uint64_t seed, const Precision& precision)
     : world_(world), model_(model), opt_(opt), cfg_(cfg),
-      local_(model, opt, seed + uint64_t(world.rank())), workers_(world.size() - cfg.servers) {
+      local_(model, opt, seed + uint64_t(world.rank()), 0, precision), workers_(world.size() - cfg.servers) {
   COHORT_INPUT_CHECK(cfg.servers >= 1, "--servers must be at least 1, got ", cfg.servers);
   COHORT_INPUT_CHECK(workers_ >= 1, "--servers ", cfg.servers, " leaves no worker: ",
                      world.size(), " ranks in all (workers are the ranks that are not servers)");
@@ -243,7 +243,8 @@ class ParameterServerFamily final : public StrategyFamily {
     COHORT_INPUT_CHECK(a.comm, "--parallel ps needs ranks: start with mpirun or --workers N");
     PsConfig pc = cfg_;
     pc.async = mode_ == "async";
-    return std::make_unique<ParameterServer>(*a.comm, a.model, a.opt, pc, a.run.seed);
+    return std::make_unique<ParameterServer>(*a.comm, a.model, a.opt, pc, a.run.seed,
+                                             a.run.precision);
   }
   std::string summary_text(const nlohmann::ordered_json& s) const override;
   std::vector<BenchRow> bench_rows() const override;

@@ -36,7 +36,7 @@ struct PsConfig {
 class ParameterServer final : public Strategy {
  public:
   ParameterServer(comm::Communicator& world, nn::Model& model, Optimizer& opt, PsConfig cfg,
-                  uint64_t seed);
+                  uint64_t seed, const Precision& precision = {});
   ~ParameterServer() override;
   std::string name() const override { return "ps"; }
   int rank() const override { return world_.rank(); }

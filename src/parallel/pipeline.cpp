@@ -18,6 +18,7 @@ struct Pipeline::Slot {
   std::unique_ptr<nn::Model> model;
   Shape rows;    // the micro-batch's image shape {n, H, W, C}
   Tensor x, dy;  // received input (stages > 0); output gradient (or dlogits)
+  Tensor input;  // stage 0: the micro-batch's images in the compute precision
   std::unique_ptr<comm::Request> send_y, send_dx;
   bool busy = false;
 
@@ -85,9 +86,10 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
   nn::Sequential& layers = slot.model->layers();
   Tensor rows = batch.images.slice(r0, r1);
   slot.rows = rows.shape();
-  const Tensor* x = &rows;
+  const DType precision = cfg_.precision.compute;
+  const Tensor* x = &nn::cast_input(rows, precision, slot.input);
   if (stage_ > 0) {
-    nn::ensure(slot.x, shape_before(layers, begin_, rows.shape()));
+    nn::ensure(slot.x, shape_before(layers, begin_, rows.shape()), nn::activation_dtype(precision));
     Timer w;
     pipe().recv(slot.x.data(), slot.x.nbytes(), stage_ - 1, kActivationTag);
     wait_s_ += w.seconds();
@@ -96,9 +98,10 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
   }
   nn::Context ctx;
   ctx.rng = &rng_;
+  ctx.precision = precision;
   const Tensor& y = layers.forward_range(begin_, end_, *x, ctx);
   if (stage_ == last) {
-    nn::ensure(slot.dy, y.shape());
+    nn::ensure(slot.dy, y.shape(), y.dtype());
     // Mean over the whole batch: each micro-batch's share of it.
     const int64_t positions = batch.positions();
     auto loss = model_.loss().compute(y, batch.labels.data() + r0 * positions, &slot.dy,
@@ -114,7 +117,8 @@ void Pipeline::backward(int m, StepTimes& times) {
   Slot& slot = *in_flight_[size_t(m)];
   nn::Sequential& layers = slot.model->layers();
   if (stage_ < stages_ - 1) {
-    nn::ensure(slot.dy, shape_before(layers, end_, slot.rows));
+    nn::ensure(slot.dy, shape_before(layers, end_, slot.rows),
+               nn::activation_dtype(cfg_.precision.compute));
     Timer w;
     pipe().recv(slot.dy.data(), slot.dy.nbytes(), stage_ + 1, kGradientTag);
     wait_s_ += w.seconds();
@@ -122,6 +126,7 @@ void Pipeline::backward(int m, StepTimes& times) {
   }
   nn::Context ctx;
   ctx.rng = &rng_;
+  ctx.precision = cfg_.precision.compute;
   ctx.accumulate = !first_backward_;  // every micro-batch adds into the one gradient arena
   first_backward_ = false;
   const Tensor& dx = layers.backward_range(begin_, end_, slot.dy, ctx);
@@ -293,6 +298,7 @@ std::unique_ptr<Strategy> PipelineFamily::make(const std::string& name, Strategy
   pc.micro_batches = name == "mp" ? 1 : micro_batches_;
   pc.one_f_one_b = name != "mp" && schedule_ == "1f1b";
   pc.dp = name == "hybrid" ? dp_ : 1;
+  pc.precision = a.run.precision;
   return std::make_unique<Pipeline>(*a.comm, a.model, a.opt, plan(name, a), pc, a.run.seed);
 }
 

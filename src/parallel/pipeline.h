@@ -24,6 +24,7 @@
 #include "core/memory.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "optim/precision.h"
 #include "parallel/strategy.h"
 
 namespace cohort {
@@ -33,6 +34,9 @@ struct PipelineConfig {
   int micro_batches = 4;
   bool one_f_one_b = true;  // false: gpipe
   int dp = 1;               // data-parallel replicas of the pipeline (hybrid)
+  // Stages compute, and send activations and their gradients, in its
+  // activation dtype (bf16 under --precision bf16).
+  Precision precision;
 };
 
 class Pipeline final : public Strategy {

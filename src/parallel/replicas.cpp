@@ -13,12 +13,14 @@
 namespace cohort {
 
 Replicas::Replicas(nn::Model& master, Optimizer& opt, int replicas, int threads, uint64_t seed,
-                   float clip_norm)
-    : master_(master), threads_(std::max(1, threads)), master_step_(master, opt, seed, clip_norm) {
+                   float clip_norm, const Precision& precision)
+    : master_(master), threads_(std::max(1, threads)),
+      master_step_(master, opt, seed, clip_norm, precision) {
   COHORT_INPUT_CHECK(replicas >= 1, "--replicas must be at least 1, got ", replicas);
   for (int r = 1; r < replicas; ++r) {
     models_.push_back(master.clone(seed));
-    steps_.push_back(std::make_unique<LocalStep>(*models_.back(), opt, seed + uint64_t(r)));
+    steps_.push_back(std::make_unique<LocalStep>(*models_.back(), opt, seed + uint64_t(r), 0,
+                                                 precision));
   }
 }
 
@@ -93,7 +95,7 @@ class ReplicasFamily final : public StrategyFamily {
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     return std::make_unique<Replicas>(a.model, a.opt, replicas_,
                                       std::max(1, omp_get_max_threads() / replicas_), a.run.seed,
-                                      a.run.clip_norm);
+                                      a.run.clip_norm, a.run.precision);
   }
   std::vector<BenchRow> bench_rows() const override {
     return {{"replicas", "cohort replicas (DataParallel-style)", "cohort", 1, 1, 1, true,

@@ -15,7 +15,7 @@ class Replicas final : public Strategy {
  public:
   // threads: OpenMP threads per replica.
   Replicas(nn::Model& master, Optimizer& opt, int replicas, int threads, uint64_t seed,
-           float clip_norm = 0);
+           float clip_norm = 0, const Precision& precision = {});
   std::string name() const override { return "replicas"; }
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
 
