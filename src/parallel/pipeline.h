@@ -24,6 +24,7 @@
 #include "core/memory.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "parallel/grad_reduce.h"
 #include "parallel/strategy.h"
 
 namespace cohort {
@@ -33,6 +34,7 @@ struct PipelineConfig {
   int micro_batches = 4;
   bool one_f_one_b = true;  // false: gpipe
   int dp = 1;               // data-parallel replicas of the pipeline (hybrid)
+  DType grad_comm = DType::kF32;  // hybrid: the gradients' dtype on the dp wire
 };
 
 class Pipeline final : public Strategy {
@@ -70,6 +72,7 @@ class Pipeline final : public Strategy {
   Optimizer& opt_;
   std::vector<size_t> cuts_;
   PipelineConfig cfg_;
+  GradReducer reducer_;  // hybrid: this stage's gradient range over its replicas
   Rng rng_;
   int stages_, stage_;
   size_t begin_, end_;               // this stage's layers
