@@ -23,8 +23,11 @@ void dropout_mask(View mask, int64_t n, float p, Rng& rng);
 void dropout_apply(ConstView src, ConstView mask, View dst, int64_t n);
 void dropout2d_apply(ConstView src, ConstView mask, View dst, int64_t n, int64_t hw, int64_t c);
 
-// x rounded in place to the nearest fp16 value (past 65504: +-inf), as fp16
-// storage would hold it; x is f32.
+// Rounds each f32 of x in place to the nearest fp16 value (ties to even;
+// past 65504 to +-inf, tiny values to fp16 subnormals or zero, NaN stays NaN),
+// as storing it in fp16 would: fp16 emulation runs it over every activation.
+// The same values as core/dtype.h's to_f16, with the CPU's conversion
+// instructions (AVX-512 or F16C) where it has them.
 void round_to_f16(View x, int64_t n);
 
 void nhwc_to_nchw(ConstView src, View dst, int64_t n, int64_t h, int64_t w, int64_t c);

@@ -12,7 +12,8 @@ namespace cohort {
 DataParallel::DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer& opt,
                            const DataParallelConfig& cfg, uint64_t seed, float clip_norm,
                            const Precision& precision)
-    : comm_(comm), model_(model), cfg_(cfg), local_(model, opt, seed, clip_norm, precision) {
+    : comm_(comm), model_(model), cfg_(cfg), local_(model, opt, seed, clip_norm, precision),
+      reducer_(cfg.grad_comm, cfg.algorithm) {
   COHORT_INPUT_CHECK(cfg.bucket_mb > 0, "--bucket-mb must be positive, got ", cfg.bucket_mb);
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ",
                      cfg.accumulate);
@@ -45,8 +46,7 @@ DataParallel::~DataParallel() {
 
 void DataParallel::reduce_bucket(size_t i) {
   auto [b, e] = buckets_[i];
-  comm_.allreduce(model_.params().grads().slice(b, e), e - b, comm::ReduceOp::kSum,
-                  cfg_.algorithm);
+  reducer_.allreduce(comm_, model_.params().grads().f32() + b, e - b, comm::ReduceOp::kSum);
 }
 
 void DataParallel::comm_loop() {
@@ -138,6 +138,7 @@ namespace {
 class DataParallelFamily final : public StrategyFamily {
  public:
   std::vector<std::string> names() const override { return {"dp"}; }
+  bool reduces_gradients(const std::string&) const override { return true; }
   std::string help() const override {
     return "dp: data-parallel ranks, gradients all-reduced in buckets (DDP, Horovod)";
   }
@@ -162,6 +163,7 @@ class DataParallelFamily final : public StrategyFamily {
     dp.overlap = overlap_;
     dp.accumulate = a.run.accumulate;
     dp.algorithm = deterministic_ ? comm::Algorithm::kRing : comm::parse_algorithm(allreduce_);
+    dp.grad_comm = a.run.precision.grad_comm;
     return std::make_unique<DataParallel>(*a.comm, a.model, a.opt, dp, a.run.seed,
                                           a.run.clip_norm, a.run.precision);
   }

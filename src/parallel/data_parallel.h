@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "parallel/grad_reduce.h"
 #include "parallel/local.h"
 
 namespace cohort {
@@ -22,6 +23,7 @@ struct DataParallelConfig {
   bool overlap = true;
   int accumulate = 1;  // micro-batches per optimizer step; reduce only on the last
   comm::Algorithm algorithm = comm::Algorithm::kAuto;
+  DType grad_comm = DType::kF32;  // the gradients' dtype on the wire: f32 or bf16
 };
 
 class DataParallel final : public Strategy {
@@ -51,6 +53,7 @@ class DataParallel final : public Strategy {
   nn::Model& model_;
   DataParallelConfig cfg_;
   LocalStep local_;
+  GradReducer reducer_;  // used by one thread at a time: the comm thread, or step()
   std::vector<std::pair<int64_t, int64_t>> buckets_;
   std::vector<int64_t> pending_;  // elements of each bucket not yet announced
   int micro_ = 0;

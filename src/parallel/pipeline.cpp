@@ -33,6 +33,7 @@ struct Pipeline::Slot {
 Pipeline::Pipeline(comm::Communicator& world, nn::Model& model, Optimizer& opt,
                    std::vector<size_t> cuts, PipelineConfig cfg, uint64_t seed)
     : world_(world), model_(model), opt_(opt), cuts_(std::move(cuts)), cfg_(cfg),
+      reducer_(cfg.precision.grad_comm, comm::Algorithm::kAuto),
       rng_(seed ^ 0x5eedull), activations_(std::make_shared<MemoryCounter>()) {
   stages_ = int(cuts_.size()) - 1;
   COHORT_INPUT_CHECK(cfg_.dp >= 1 && world.size() == cfg_.dp * stages_, "--dp ", cfg_.dp,
@@ -161,8 +162,8 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
   if (dp_) {
     Timer c;
     if (param_end_ > param_begin_)
-      dp_->allreduce(a.grads().slice(param_begin_, param_end_), param_end_ - param_begin_,
-                     comm::ReduceOp::kAverage);
+      reducer_.allreduce(*dp_, a.grads().f32() + param_begin_, param_end_ - param_begin_,
+                         comm::ReduceOp::kAverage);
     times.comm += c.seconds();
   }
   if (param_end_ > param_begin_)
@@ -211,6 +212,9 @@ namespace {
 class PipelineFamily final : public StrategyFamily {
  public:
   std::vector<std::string> names() const override { return {"mp", "pp", "hybrid"}; }
+  bool reduces_gradients(const std::string& name) const override {
+    return name == "hybrid" && dp_ > 1;
+  }
   std::string help() const override {
     return "mp | pp | hybrid: --stages ranks each run a stage (pp: --micro-batches in flight, "
            "hybrid: --dp replicas of the pipeline)";

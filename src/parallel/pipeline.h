@@ -25,6 +25,7 @@
 #include "nn/model.h"
 #include "optim/optimizer.h"
 #include "optim/precision.h"
+#include "parallel/grad_reduce.h"
 #include "parallel/strategy.h"
 
 namespace cohort {
@@ -74,6 +75,7 @@ class Pipeline final : public Strategy {
   Optimizer& opt_;
   std::vector<size_t> cuts_;
   PipelineConfig cfg_;
+  GradReducer reducer_;  // hybrid: this stage's gradient range over its replicas
   Rng rng_;
   int stages_, stage_;
   size_t begin_, end_;               // this stage's layers

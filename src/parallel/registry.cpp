@@ -25,6 +25,10 @@ void StrategyRegistry::check(const std::string& name, const RunSettings& run, in
   const StrategyFamily& family = find(name);
   COHORT_INPUT_CHECK(world == 1 || family.distributed(name), "--parallel ", name,
                      " runs in one process, got ", world, " ranks");
+  COHORT_INPUT_CHECK(run.precision.grad_comm == DType::kF32 || family.reduces_gradients(name),
+                     "--grad-dtype ", precision_name(run.precision.grad_comm),
+                     " acts on gradients all-reduced over ranks: --parallel dp, or hybrid with "
+                     "--dp 2 or more (got --parallel ", name, ")");
   family.check(name, run, world);
 }
 

@@ -69,6 +69,8 @@ class StrategyFamily {
   virtual int ranks_needed(const std::string& name) const { return 0; }
   // Whether `name` runs over ranks, or in one process.
   virtual bool distributed(const std::string& name) const { return true; }
+  // Whether `name` all-reduces gradients over ranks (what --grad-dtype acts on).
+  virtual bool reduces_gradients(const std::string& name) const { return false; }
   // What `name` means when the job has several ranks (single process: dp).
   virtual std::string under_ranks(const std::string& name) const { return name; }
   // Its flags as "--name value" lines, compared across ranks at start.
@@ -85,7 +87,7 @@ class StrategyRegistry {
   StrategyRegistry();
   void add_flags(CLI::App& app);
   // Every family's validate(), that a one-process strategy has one rank,
-  // then `name`'s check().
+  // that --grad-dtype bf16 has an all-reduce to act on, then `name`'s check().
   void check(const std::string& name, const RunSettings& run, int world) const;
   // The family serving `name`; InputError naming --parallel and the valid names.
   const StrategyFamily& find(const std::string& name) const;

@@ -88,6 +88,25 @@ TEST(Pipeline, OneFOneBHoldsFewerActivationsThanGPipe) {
             3.0 * f["peak_activation_mb"][0].get<double>());
 }
 
+// Hybrid averages each stage's gradient range over its replicas; with
+// --grad-dtype bf16 that range crosses the wire in bf16: near the f32 run,
+// not on it (the tolerance of DataParallel.Bf16GradientsEndWithinBf16RoundingOfF32).
+TEST(Pipeline, HybridReducesBf16Gradients) {
+  const fs::path d = fs::temp_directory_path() / "cohort_pp_hybrid_bf16";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  const std::string f32 = (d / "f.safetensors").string(), bf16 = (d / "b.safetensors").string();
+  const std::string cmd = kTrain + " --batch 16 --model mnist-small --parallel hybrid --dp 2"
+                                   " --stages 2 --micro-batches 2 --save ";
+  std::string out;
+  ASSERT_EQ(run(cmd + f32, &out), 0) << out;
+  ASSERT_EQ(run(cmd + bf16 + " --grad-dtype bf16", &out), 0) << out;
+  const double diff = checkpoint_rel_diff(bf16, f32);
+  EXPECT_GT(diff, 0.0) << "bit-equal to f32: bf16 never reached the wire";
+  EXPECT_LE(diff, 3e-2);
+  fs::remove_all(d);
+}
+
 TEST(Pipeline, BadPlansAreRefusedBeforeRanksStart) {
   struct Case {
     std::string flags, names;
