@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "optim/clip.h"
 
 namespace cohort {
 
@@ -51,6 +52,20 @@ bool has_nonfinite(const float* g, int64_t n) {
     top = std::max(top, u & 0x7fffffffu);
   }
   return top >= 0x7f800000u;
+}
+
+bool scaled_step(Optimizer& opt, LossScaler& scaler, float* params, float* grads, int64_t n,
+                 float lr, float clip_norm, const OverflowVote& vote) {
+  if (scaler.enabled()) {
+    bool overflow = has_nonfinite(grads, n);
+    if (vote) overflow = vote(overflow);
+    const float scale = scaler.scale();  // the scale these gradients carry
+    if (!scaler.update(overflow)) return false;
+    if (scale != 1.0f) scale_inplace(grads, n, 1.0f / scale);
+  }
+  if (clip_norm > 0) clip_grad_norm(grads, n, clip_norm);
+  opt.step(params, grads, n, lr);
+  return true;
 }
 
 }  // namespace cohort

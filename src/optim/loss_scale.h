@@ -5,7 +5,10 @@
 // DeepSpeed's update_scale with its default consecutive_hysteresis=False.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+
+#include "optim/optimizer.h"
 
 #include "optim/precision.h"
 
@@ -49,5 +52,18 @@ class LossScaler {
 bool has_nonfinite(const float* g, int64_t n);
 
 // (scale_inplace(g, n, factor), which unscales gradients, is optim/clip.h's.)
+
+// Decides whether a vote's verdict holds everywhere: given this rank's
+// "overflow", returns whether any rank that shares the decision overflowed
+// (pipeline stages each see their own range). Null: this rank alone decides.
+using OverflowVote = std::function<bool(bool)>;
+
+// One optimizer step over flat f32 params and grads that hold scale() times
+// the gradient: unless the scaler is disabled, checks the gradients for inf
+// or NaN (combined by `vote`) and lets the scaler decide; then, unless the
+// step is skipped, divides the scale out, clips to clip_norm (0: off) and
+// steps. Returns whether the optimizer stepped.
+bool scaled_step(Optimizer& opt, LossScaler& scaler, float* params, float* grads, int64_t n,
+                 float lr, float clip_norm = 0, const OverflowVote& vote = nullptr);
 
 }  // namespace cohort

@@ -9,7 +9,7 @@ namespace cohort {
 LocalStep::LocalStep(nn::Model& model, Optimizer& opt, uint64_t seed, float clip_norm,
                      const Precision& precision)
     : model_(model), opt_(opt), rng_(seed ^ 0x5eedull), clip_norm_(clip_norm),
-      precision_(precision) {}
+      precision_(precision), scaler_(precision.scaling, precision.scaled()) {}
 
 StepResult LocalStep::forward_backward(const Batch& batch, float grad_scale, nn::Context& ctx) {
   ctx.training = true;
@@ -17,15 +17,21 @@ StepResult LocalStep::forward_backward(const Batch& batch, float grad_scale, nn:
   ctx.precision = precision_.compute;
   const Tensor& out = model_.forward(batch.images, ctx);
   nn::ensure(dout_, out.shape(), out.dtype());
-  auto loss = model_.loss().compute(out, batch.labels.data(), &dout_, grad_scale);
+  // fp16: the loss's gradient carries the loss scale (divided out in apply).
+  auto loss = model_.loss().compute(out, batch.labels.data(), &dout_,
+                                    grad_scale * scaler_.scale());
   model_.backward(dout_, ctx);
   return {loss.loss_sum, loss.correct, out.dim(0)};
 }
 
-void LocalStep::apply(float lr) {
+bool LocalStep::apply(float lr, const OverflowVote& vote) {
   const Arena& a = model_.params();
-  if (clip_norm_ > 0) clip_grad_norm(a.grads().f32(), a.size(), clip_norm_);
-  opt_.step(a.params().f32(), a.grads().f32(), a.size(), lr);
+  return scaled_step(opt_, scaler_, a.params().f32(), a.grads().f32(), a.size(), lr, clip_norm_,
+                     vote);
+}
+
+nlohmann::ordered_json LocalStep::summary() {
+  return scaler_.enabled() ? scaler_.summary() : nlohmann::ordered_json::object();
 }
 
 StepResult LocalStep::run(const Batch& batch, float lr) {

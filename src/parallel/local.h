@@ -7,6 +7,7 @@
 #include "data/batch.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
+#include "optim/loss_scale.h"
 #include "optim/precision.h"
 #include "parallel/strategy.h"
 
@@ -21,10 +22,15 @@ class LocalStep final : public Strategy {
   // Forward and backward only; gradients of the mean loss land in the arena.
   // grad_scale: 1/batch for a mean (1/global batch under data parallelism).
   StepResult forward_backward(const Batch& batch, float grad_scale, nn::Context& ctx);
-  // Applies the optimizer to the whole arena.
-  void apply(float lr);
+  // Applies the optimizer to the whole arena (fp16: unless the loss scaler
+  // skips the step; `vote` combines the overflow verdict over ranks).
+  // Returns whether it stepped.
+  bool apply(float lr, const OverflowVote& vote = nullptr);
   StepResult run(const Batch& batch, float lr);
   std::string name() const override { return "single"; }
+  // The loss scale and skipped steps (fp16); nothing otherwise.
+  nlohmann::ordered_json summary() override;
+  const LossScaler& scaler() const { return scaler_; }
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
 
   nn::Model& model() { return model_; }
@@ -36,6 +42,7 @@ class LocalStep final : public Strategy {
   Rng rng_;
   float clip_norm_;
   Precision precision_;
+  LossScaler scaler_;
   Tensor dout_;  // the loss's gradient w.r.t. the model's output
 };
 

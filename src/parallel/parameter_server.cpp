@@ -232,6 +232,9 @@ class ParameterServerFamily final : public StrategyFamily {
     COHORT_INPUT_CHECK(run.clip_norm <= 0,
                        "--clip is not supported with --parallel ps (the gradient norm spans ranks)");
     COHORT_INPUT_CHECK(run.accumulate == 1, "--accumulate is not supported with --parallel ps");
+    COHORT_INPUT_CHECK(!run.precision.scaled(),
+                       "--precision fp16 is not supported with --parallel ps (each server would "
+                       "skip overflowing steps on its own shard; use bf16)");
     COHORT_INPUT_CHECK(cfg_.servers < world, "--servers ", cfg_.servers, " leaves no worker: ",
                        world, " ranks in all (workers are the ranks that are not servers)");
   }

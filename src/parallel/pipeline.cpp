@@ -34,7 +34,8 @@ Pipeline::Pipeline(comm::Communicator& world, nn::Model& model, Optimizer& opt,
                    std::vector<size_t> cuts, PipelineConfig cfg, uint64_t seed)
     : world_(world), model_(model), opt_(opt), cuts_(std::move(cuts)), cfg_(cfg),
       reducer_(cfg.precision.grad_comm, comm::Algorithm::kAuto),
-      rng_(seed ^ 0x5eedull), activations_(std::make_shared<MemoryCounter>()) {
+      rng_(seed ^ 0x5eedull), scaler_(cfg.precision.scaling, cfg.precision.scaled()),
+      activations_(std::make_shared<MemoryCounter>()) {
   stages_ = int(cuts_.size()) - 1;
   COHORT_INPUT_CHECK(cfg_.dp >= 1 && world.size() == cfg_.dp * stages_, "--dp ", cfg_.dp,
                      " x --stages ", stages_, " needs ", cfg_.dp * stages_, " ranks, got ",
@@ -106,7 +107,7 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
     // Mean over the whole batch: each micro-batch's share of it.
     const int64_t positions = batch.positions();
     auto loss = model_.loss().compute(y, batch.labels.data() + r0 * positions, &slot.dy,
-                                      1.0f / float(n));
+                                      scaler_.scale() / float(n));
     metrics[0] += loss.loss_sum;
     metrics[1] += loss.correct;
   } else {
@@ -166,9 +167,18 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
                          comm::ReduceOp::kAverage);
     times.comm += c.seconds();
   }
-  if (param_end_ > param_begin_)
-    opt_.step(a.params().f32() + param_begin_, a.grads().f32() + param_begin_,
-              param_end_ - param_begin_, lr);
+  // fp16: a stage skips its step when any stage's gradients overflowed.
+  auto vote = [this](bool overflow) {
+    float v = overflow ? 1.0f : 0.0f;
+    world_.allreduce(&v, 1, comm::ReduceOp::kSum);
+    return v > 0;
+  };
+  const int64_t n_params = param_end_ - param_begin_;
+  if (n_params > 0)
+    scaled_step(opt_, scaler_, a.params().f32() + param_begin_, a.grads().f32() + param_begin_,
+                n_params, lr, 0, vote);
+  else if (scaler_.enabled())
+    scaler_.update(vote(false));  // a stage without parameters still votes
   pipe().broadcast(metrics, sizeof metrics, stages_ - 1);
   for (auto& s : slots_) s->finish_sends();
   step_s_ += t.seconds();
@@ -194,7 +204,8 @@ nlohmann::ordered_json Pipeline::summary() {
     mean += bubble.back() / stages_;
   }
   const int m = cfg_.micro_batches, k = stages_;
-  return {{"pipeline",
+  nlohmann::ordered_json s = scaler_.enabled() ? scaler_.summary() : nlohmann::ordered_json::object();
+  s.update(nlohmann::ordered_json{{"pipeline",
            {{"schedule", cfg_.one_f_one_b ? "1f1b" : "gpipe"},
             {"stages", k},
             {"micro_batches", m},
@@ -203,7 +214,8 @@ nlohmann::ordered_json Pipeline::summary() {
             {"bubble_fraction", mean},
             {"ideal_bubble_fraction", double(k - 1) / double(m + k - 1)},
             {"bubble_fraction_per_stage", bubble},
-            {"peak_activation_mb", peak}}}};
+            {"peak_activation_mb", peak}}}});
+  return s;
 }
 
 namespace {

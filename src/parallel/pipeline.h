@@ -23,6 +23,7 @@
 #include "comm/communicator.h"
 #include "core/memory.h"
 #include "nn/model.h"
+#include "optim/loss_scale.h"
 #include "optim/optimizer.h"
 #include "optim/precision.h"
 #include "parallel/grad_reduce.h"
@@ -77,6 +78,7 @@ class Pipeline final : public Strategy {
   PipelineConfig cfg_;
   GradReducer reducer_;  // hybrid: this stage's gradient range over its replicas
   Rng rng_;
+  LossScaler scaler_;  // fp16: every rank keeps one, and all decide alike by a vote
   int stages_, stage_;
   size_t begin_, end_;               // this stage's layers
   int64_t param_begin_, param_end_;  // and its arena range

@@ -17,6 +17,7 @@ class Replicas final : public Strategy {
   Replicas(nn::Model& master, Optimizer& opt, int replicas, int threads, uint64_t seed,
            float clip_norm = 0, const Precision& precision = {});
   std::string name() const override { return "replicas"; }
+  nlohmann::ordered_json summary() override { return master_step_.summary(); }
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
 
  private:

@@ -21,12 +21,12 @@ void Report::start(const nlohmann::ordered_json& info) {
     std::fprintf(out_, "%s\n", j.dump().c_str());
   } else {
     std::fprintf(out_, "cohort train: model %s (%lld parameters), %s: %lld train / %lld test images, "
-                 "batch %lld, %d thread(s), %d rank(s), global batch %lld\n",
+                 "batch %lld, %d thread(s), %d rank(s), global batch %lld, %s\n",
                  info["model"].get<std::string>().c_str(), info["parameters"].get<long long>(),
                  info["data"].get<std::string>().c_str(), info["train_images"].get<long long>(),
                  info["test_images"].get<long long>(), info["batch"].get<long long>(),
                  info["threads"].get<int>(), info.value("world_size", 1),
-                 info.value("global_batch", 0LL));
+                 info.value("global_batch", 0LL), info.value("precision", "fp32").c_str());
   }
   std::fflush(out_);
 }
@@ -79,6 +79,12 @@ void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::str
                    "data wait %.2f ms\n",
                    1e3 * t["total"].get<double>(), 1e3 * t["compute"].get<double>(),
                    1e3 * t["communication"].get<double>(), 1e3 * t["data"].get<double>());
+    }
+    if (s.contains("loss_scale")) {
+      auto& l = s["loss_scale"];
+      std::fprintf(out_, "fp16 loss scale %g (%s), %lld of %lld steps skipped on overflow\n",
+                   l["scale"].get<double>(), l["dynamic"].get<bool>() ? "dynamic" : "fixed",
+                   (long long)l["skipped"].get<int64_t>(), (long long)l["steps"].get<int64_t>());
     }
     std::fputs(strategy_text.c_str(), out_);
     std::fprintf(out_, "accuracy per class:\n");

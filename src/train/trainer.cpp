@@ -210,6 +210,8 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
       {"batch", cfg.batch},
       {"global_batch", run.global_batch},
       {"threads", omp_get_max_threads()},
+      {"precision", cfg.precision.precision},
+      {"grad_dtype", cfg.precision.grad_dtype},
       {"test_accuracy", t.eval.accuracy},
       {"test_loss", t.eval.loss},
       {"per_class_accuracy", t.eval.per_class_accuracy},
@@ -242,7 +244,8 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
                 {"train_images", run.sampler->size() * run.strategy->data_world()},
                 {"test_images", run.data.test.size()}, {"batch", cfg.batch},
                 {"threads", omp_get_max_threads()}, {"world_size", world},
-                {"parallel", cfg.parallel}, {"global_batch", run.global_batch}});
+                {"parallel", cfg.parallel}, {"global_batch", run.global_batch},
+                {"precision", cfg.precision.precision}});
   Totals totals;
   totals.updates = run.start.updates;
   for (int epoch = run.start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
