@@ -39,8 +39,8 @@ double ConvPool::flops(const Shape& in) const {
   return conv_shape({1, in[0], in[1], in[2]}).forward_flops();
 }
 
-int64_t ConvPool::chunk_size(const Shape& x) const {
-  auto s = conv_shape(x);
+int64_t ConvPool::chunk_size(const Shape& x, DType dtype) const {
+  auto s = conv_shape(x, dtype);
   const int64_t per_image = int64_t(dtype_bytes(s.dtype, s.out_h() * s.out_w() * c_out_));
   return std::max<int64_t>(1, std::min<int64_t>(x[0], chunk_bytes() / per_image));
 }
@@ -58,7 +58,7 @@ ConvPool::Ops& ConvPool::ops_for(const Shape& x_chunk, DType dtype, Context& ctx
 
 const Tensor& ConvPool::forward(const Tensor& x, Context& ctx) {
   x_ = x;
-  const int64_t n = x.dim(0), chunk = chunk_size(x.shape());
+  const int64_t n = x.dim(0), chunk = chunk_size(x.shape(), x.dtype());
   const auto cs = conv_shape(x.shape());
   ensure(y_, output_shape(x.shape()), x.dtype());
   ensure(scratch_, {chunk, cs.out_h(), cs.out_w(), c_out_}, x.dtype());
@@ -82,7 +82,7 @@ const Tensor& ConvPool::forward(const Tensor& x, Context& ctx) {
 const Tensor& ConvPool::backward(const Tensor& dy, Context& ctx) {
   fused_relu_grad(dy, y_, true, dmasked_);
   if (needs_input_grad_) ensure(dx_, x_.shape(), x_.dtype());
-  const int64_t n = x_.dim(0), chunk = chunk_size(x_.shape());
+  const int64_t n = x_.dim(0), chunk = chunk_size(x_.shape(), x_.dtype());
   std::set<ops::Conv2d*> prepared;
   for (int64_t b = 0, i = 0; b < n; b += chunk, ++i) {
     const int64_t e = std::min(n, b + chunk);

@@ -55,7 +55,7 @@ class ConvPool final : public Module {
 
  private:
   ops::ConvShape conv_shape(const Shape& x, DType dtype = DType::kF32) const;
-  int64_t chunk_size(const Shape& x) const;
+  int64_t chunk_size(const Shape& x, DType dtype) const;
   struct Ops {
     std::unique_ptr<ops::Conv2d> conv;
     std::unique_ptr<ops::MaxPool2d> pool;
