@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -146,6 +147,10 @@ struct OpCase {
   Factory make;
   DType dtype = DType::kF32;
 };
+
+// GoogleTest prints a case by its name (found by ADL: outside any unnamed
+// namespace, or test names carry the struct's bytes).
+inline void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
 // Every op, several shapes each, in f32 and in bf16 (op_cases.cpp).
 std::vector<OpCase> all_cases();

@@ -55,8 +55,6 @@ std::vector<Vec> grads_like(const OpHarness& h, float v) {
   return g;
 }
 
-void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
-
 class OpHarnessTest : public ::testing::TestWithParam<OpCase> {
  protected:
   void SetUp() override {
