@@ -182,7 +182,8 @@ TEST(Init, TiedParameterSharesTheOwnersSlotAndValues) {
 }
 
 // Op caches are keyed by shape *and* dtype: a bf16 input of a shape already
-// run in f32 must not reach the f32 primitive.
+// run in f32 gets a bf16 op of its own (not the f32 primitive), and an f16
+// one asks for an op the CPU backend refuses.
 TEST(OpCache, AnotherDtypeOfTheSameShapeBuildsAnotherOp) {
   nn::Conv2d conv(3, 4, 3, 1, 1);
   Arena params, buffers;
@@ -192,11 +193,13 @@ TEST(OpCache, AnotherDtypeOfTheSameShapeBuildsAnotherOp) {
   Tensor x = randn({2, 5, 5, 3}, rng);
   EXPECT_EQ(conv.forward(x, ctx).dtype(), DType::kF32);
   Tensor xb = Tensor::zeros({2, 5, 5, 3}, DType::kBF16);
+  EXPECT_EQ(conv.forward(xb, ctx).dtype(), DType::kBF16);
+  Tensor xh = Tensor::zeros({2, 5, 5, 3}, DType::kF16);
   try {
-    conv.forward(xb, ctx);
-    FAIL() << "a bf16 input ran";
+    conv.forward(xh, ctx);
+    FAIL() << "an f16 input ran";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "conv2d: dtype bf16 is not supported by the CPU ops (f32 only)");
+    EXPECT_STREQ(e.what(), "conv2d: dtype f16 is not supported by the CPU ops (f32 and bf16 only)");
   }
 }
 

@@ -1,6 +1,7 @@
 // The op harness's shared pieces: tolerances, the OpHarness interface one
-// op instance implements, and the table of cases (op_cases.cpp). The checks
-// themselves are in ops_test.cpp; see its header.
+// op instance implements, the op boundary in the op's dtype (In, InOut), and
+// the table of cases (op_cases.cpp). The checks themselves are in
+// ops_test.cpp; see its header.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -8,10 +9,12 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "ops/batch_norm.h"
 #include "ops/conv2d.h"
@@ -31,6 +34,13 @@ constexpr double kFdEpsKinked = 1e-3;  // step for conv/linear with a fused ReLU
 constexpr double kFdTol = 2e-2;    // |analytic - fd| <= kFdTol * max(1, |fd|)
 constexpr double kAccTol = 1e-5;   // accumulate=true vs g0 + fresh gradient
 constexpr int kFdCoords = 20;      // coordinates probed per tensor
+// bf16 cases against the f32 reference on the same bf16-rounded inputs: one
+// output rounding (2^-8) plus the ops' bf16 copies of the weights in products.
+// Measured maxima (ops_test.cpp's header) are 3.9e-3 at most.
+constexpr double kRefTolBf16 = 1e-2;
+// One rounding to bf16 (unit roundoff 2^-8): a bf16 gradient that accumulates
+// (the residual add's) is g0 + g rounded once.
+constexpr double kBf16Round = 1.0 / 256;
 
 using Vec = std::vector<float>;
 
@@ -40,15 +50,63 @@ inline Vec randn(int64_t n, Rng& rng, float scale = 1.0f) {
   return v;
 }
 
+// v's values as a tensor of `dtype` holds them (bf16: rounded to nearest even).
+inline Vec rounded(Vec v, DType dtype) {
+  if (dtype == DType::kBF16)
+    for (auto& x : v) x = from_bf16(to_bf16(x));
+  return v;
+}
+
+// An activation operand at the op boundary, in the op's dtype: in f32 the Vec
+// itself; in bf16 a copy rounded into a bf16 buffer.
+class In {
+ public:
+  In(const Vec& v, DType dtype) : f32_(v.data()), low_(dtype == DType::kBF16) {
+    if (!low_) return;
+    bf16_.resize(v.size());
+    f32_to_bf16(v.data(), bf16_.data(), v.size());
+  }
+  operator ConstView() const {  // NOLINT: passed straight to the op
+    return low_ ? ConstView(bf16_.data()) : ConstView(f32_);
+  }
+
+ protected:
+  const float* f32_;
+  bool low_;
+  std::vector<BF16> bf16_;
+};
+
+// An output (or accumulated) activation: as In, and in bf16 the op's result is
+// converted back into the Vec when the InOut is destroyed, at the end of the
+// full expression that holds the op call.
+class InOut : public In {
+ public:
+  InOut(Vec& v, DType dtype) : In(v, dtype), v_(v) {}
+  InOut(const InOut&) = delete;
+  InOut& operator=(const InOut&) = delete;
+  ~InOut() {
+    if (low_) bf16_to_f32(bf16_.data(), v_.data(), v_.size());
+  }
+  operator View() { return low_ ? View(bf16_.data()) : View(v_.data()); }  // NOLINT
+
+ private:
+  Vec& v_;
+};
+
 // One op instance on concrete inputs. `in` are the differentiable inputs (x,
 // weight, bias, ...); non-differentiable ones (labels, masks) live in the subclass.
+// `dtype` is the op's compute dtype: its activations (x, y, dy, dx) are of it,
+// its weights and their gradients f32. In bf16 the activation inputs are
+// rounded to bf16 values once, when added, so the reference sees what the op sees.
 class OpHarness {
  public:
   struct Input {
     std::string name;
     Vec v;
     bool accumulates;  // backward(accumulate=true) adds into this gradient
+    bool activation;   // of the op's dtype (else an f32 weight)
   };
+  explicit OpHarness(DType dtype) : dtype(dtype), out_dtype(dtype) {}
   virtual ~OpHarness() = default;
 
   // The cohort op's forward on `in` (output size out_size).
@@ -68,17 +126,33 @@ class OpHarness {
 
   std::vector<Input> in;
   int64_t out_size = 0;
+  const DType dtype;
+  DType out_dtype;  // of y and dy: dtype, but f32 for the loss value
+
+ protected:
+  void add_activation(std::string name, Vec v, bool accumulates = false) {
+    in.push_back({std::move(name), rounded(std::move(v), dtype), accumulates, true});
+  }
+  void add_weight(std::string name, Vec v) {
+    in.push_back({std::move(name), std::move(v), true, false});
+  }
+  In act(const Vec& v) const { return In(v, dtype); }
+  InOut act_out(Vec& v) const { return InOut(v, dtype); }
 };
 
-using Factory = std::function<std::unique_ptr<OpHarness>(Rng&)>;
+using Factory = std::function<std::unique_ptr<OpHarness>(Rng&, DType)>;
 
 struct OpCase {
-  std::string name;
+  std::string name;  // "_bf16" at the end for bf16 cases
   Factory make;
+  DType dtype = DType::kF32;
 };
 
+// GoogleTest prints a case by its name (found by ADL: outside any unnamed
+// namespace, or test names carry the struct's bytes).
+inline void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
-// Every op, several shapes each (op_cases.cpp).
+// Every op, several shapes each, in f32 and in bf16 (op_cases.cpp).
 std::vector<OpCase> all_cases();
 
 }  // namespace cohort::op_harness

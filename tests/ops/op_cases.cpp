@@ -1,115 +1,121 @@
 // The op harness's table: one OpHarness per op (forward, backward, their
-// plain-loop references), several shapes each.
+// plain-loop references), several shapes each, every case in f32 and bf16.
+#include "nn/loss.h"
 #include "ops/harness.h"
 
 namespace cohort::op_harness {
 namespace {
 
-// ------------------------------------------------------------------ conv2d
+// ------------------------------------------------------------------ conv2d and linear
+// y = relu?(op(x, weight) + bias): Conv2d and Linear take the same calls; the
+// references and sizes differ (make_conv, make_linear below).
 
-class ConvHarness : public OpHarness {
+template <class Shape>
+struct WeightedRef {
+  void (*forward)(const Shape&, bool relu, const float* x, const float* w, const float* b,
+                  float* y);
+  void (*backward_data)(const Shape&, const float* dy, const float* w, float* dx);
+  void (*backward_weights)(const Shape&, const float* x, const float* dy, float* dw, float* db);
+};
+
+template <class Op, class Shape>
+class WeightedHarness : public OpHarness {
  public:
-  ConvHarness(const ops::ConvShape& s, bool bias, bool relu, Rng& rng)
-      : s_(s), bias_(bias), relu_(relu), op_(ops::make_conv2d(Device::kCpu, s, relu)) {
-    in.push_back({"x", randn(s.n * s.h * s.w * s.c_in, rng), false});
-    const float wscale = 1.0f / std::sqrt(float(s.c_in * s.kh * s.kw));
-    in.push_back({"weight", randn(s.c_out * s.c_in * s.kh * s.kw, rng, wscale), true});
-    if (bias) in.push_back({"bias", randn(s.c_out, rng, 0.5f), true});
-    out_size = s.n * s.out_h() * s.out_w() * s.c_out;
+  // weight {c_out, fan_in} in effect, scaled 1/sqrt(fan_in).
+  WeightedHarness(const Shape& s, bool bias, bool relu, std::unique_ptr<Op> op,
+                  WeightedRef<Shape> ref, int64_t x_size, int64_t c_out, int64_t fan_in,
+                  int64_t y_size, Rng& rng)
+      : OpHarness(s.dtype), s_(s), bias_(bias), relu_(relu), op_(std::move(op)), ref_(ref) {
+    add_activation("x", randn(x_size, rng));
+    add_weight("weight", randn(c_out * fan_in, rng, 1.0f / std::sqrt(float(fan_in))));
+    if (bias) add_weight("bias", randn(c_out, rng, 0.5f));
+    out_size = y_size;
   }
   const float* b() const { return bias_ ? in[2].v.data() : nullptr; }
-  void forward(Vec& y) override { op_->forward(in[0].v.data(), in[1].v.data(), b(), y.data()); }
+  void forward(Vec& y) override { op_->forward(act(in[0].v), in[1].v.data(), b(), act_out(y)); }
   void backward(const Vec& dy, std::vector<Vec>& g, bool accumulate) override {
-    Vec y(static_cast<size_t>(out_size)), dyr = dy;
-    forward(y);
-    if (relu_) ops::relu_backward(dy.data(), y.data(), dyr.data(), out_size);
-    op_->backward_weights(in[0].v.data(), dyr.data(), g[1].data(), bias_ ? g[2].data() : nullptr,
+    const Vec dyr = through_relu(dy);
+    op_->backward_weights(act(in[0].v), act(dyr), g[1].data(), bias_ ? g[2].data() : nullptr,
                           accumulate);
-    op_->backward_data(dyr.data(), in[1].v.data(), g[0].data());
+    op_->backward_data(act(dyr), in[1].v.data(), act_out(g[0]));
   }
   void ref_forward(Vec& y) override {
-    ref::conv2d_forward(s_, relu_, in[0].v.data(), in[1].v.data(), b(), y.data());
+    ref_.forward(s_, relu_, in[0].v.data(), in[1].v.data(), b(), y.data());
   }
   void ref_backward(const Vec& dy, std::vector<Vec>& g) override {
-    Vec y(static_cast<size_t>(out_size)), dyr = dy;
-    ref_forward(y);
-    if (relu_) ref::relu_backward(dy.data(), y.data(), dyr.data(), out_size);
-    ref::conv2d_backward_data(s_, dyr.data(), in[1].v.data(), g[0].data());
-    ref::conv2d_backward_weights(s_, in[0].v.data(), dyr.data(), g[1].data(),
-                                 bias_ ? g[2].data() : nullptr);
+    const Vec dyr = through_relu(dy);
+    ref_.backward_data(s_, dyr.data(), in[1].v.data(), g[0].data());
+    ref_.backward_weights(s_, in[0].v.data(), dyr.data(), g[1].data(),
+                          bias_ ? g[2].data() : nullptr);
   }
   bool has_kinks() const override { return relu_; }
   double fd_eps() const override { return relu_ ? kFdEpsKinked : kFdEps; }
 
  private:
-  ops::ConvShape s_;
-  bool bias_, relu_;
-  std::unique_ptr<ops::Conv2d> op_;
-};
-
-// ------------------------------------------------------------------ linear
-
-class LinearHarness : public OpHarness {
- public:
-  LinearHarness(const ops::LinearShape& s, bool bias, bool relu, Rng& rng)
-      : s_(s), bias_(bias), relu_(relu), op_(ops::make_linear(Device::kCpu, s, relu)) {
-    in.push_back({"x", randn(s.n * s.in, rng), false});
-    in.push_back({"weight", randn(s.out * s.in, rng, 1.0f / std::sqrt(float(s.in))), true});
-    if (bias) in.push_back({"bias", randn(s.out, rng, 0.5f), true});
-    out_size = s.n * s.out;
-  }
-  const float* b() const { return bias_ ? in[2].v.data() : nullptr; }
-  void forward(Vec& y) override { op_->forward(in[0].v.data(), in[1].v.data(), b(), y.data()); }
-  void backward(const Vec& dy, std::vector<Vec>& g, bool accumulate) override {
+  // Runs the op's forward (the backward needs its state) and returns dy
+  // through the fused ReLU's backward, masked where that forward's output is
+  // <= 0. The reference takes the same mask: in bf16 an output within rounding
+  // of zero may land on either side, which is the forward's rounding (the
+  // forward comparison checks it), not an error of the backward.
+  Vec through_relu(const Vec& dy) {
     Vec y(static_cast<size_t>(out_size)), dyr = dy;
     forward(y);
-    if (relu_) ops::relu_backward(dy.data(), y.data(), dyr.data(), out_size);
-    op_->backward_weights(in[0].v.data(), dyr.data(), g[1].data(), bias_ ? g[2].data() : nullptr,
-                          accumulate);
-    op_->backward_data(dyr.data(), in[1].v.data(), g[0].data());
-  }
-  void ref_forward(Vec& y) override {
-    ref::linear_forward(s_, relu_, in[0].v.data(), in[1].v.data(), b(), y.data());
-  }
-  void ref_backward(const Vec& dy, std::vector<Vec>& g) override {
-    Vec y(static_cast<size_t>(out_size)), dyr = dy;
-    ref_forward(y);
     if (relu_) ref::relu_backward(dy.data(), y.data(), dyr.data(), out_size);
-    ref::linear_backward_data(s_, dyr.data(), in[1].v.data(), g[0].data());
-    ref::linear_backward_weights(s_, in[0].v.data(), dyr.data(), g[1].data(),
-                                 bias_ ? g[2].data() : nullptr);
+    return dyr;
   }
-  bool has_kinks() const override { return relu_; }
-  double fd_eps() const override { return relu_ ? kFdEpsKinked : kFdEps; }
 
- private:
-  ops::LinearShape s_;
+  Shape s_;
   bool bias_, relu_;
-  std::unique_ptr<ops::Linear> op_;
+  std::unique_ptr<Op> op_;
+  WeightedRef<Shape> ref_;
 };
+
+std::unique_ptr<OpHarness> make_conv(const ops::ConvShape& s, bool bias, bool relu, Rng& rng) {
+  return std::make_unique<WeightedHarness<ops::Conv2d, ops::ConvShape>>(
+      s, bias, relu, ops::make_conv2d(Device::kCpu, s, relu),
+      WeightedRef<ops::ConvShape>{ref::conv2d_forward, ref::conv2d_backward_data,
+                                  ref::conv2d_backward_weights},
+      s.n * s.h * s.w * s.c_in, s.c_out, s.c_in * s.kh * s.kw,
+      s.n * s.out_h() * s.out_w() * s.c_out, rng);
+}
+
+std::unique_ptr<OpHarness> make_linear(const ops::LinearShape& s, bool bias, bool relu, Rng& rng) {
+  return std::make_unique<WeightedHarness<ops::Linear, ops::LinearShape>>(
+      s, bias, relu, ops::make_linear(Device::kCpu, s, relu),
+      WeightedRef<ops::LinearShape>{ref::linear_forward, ref::linear_backward_data,
+                                    ref::linear_backward_weights},
+      s.n * s.in, s.out, s.in, s.n * s.out, rng);
+}
 
 // ------------------------------------------------------------------ max-pool
 
 class MaxPoolHarness : public OpHarness {
  public:
   MaxPoolHarness(const ops::PoolShape& s, Rng& rng)
-      : s_(s), op_(ops::make_max_pool2d(Device::kCpu, s)) {
+      : OpHarness(s.dtype), s_(s), op_(ops::make_max_pool2d(Device::kCpu, s)) {
     // Distinct values 0.05 apart, shuffled: no ties, and a +-kFdEps step never
-    // changes which element of a window is the maximum.
+    // changes which element of a window is the maximum. bf16 would round such
+    // values into ties, so there they are distinct bf16 values instead
+    // (consecutive bit patterns from 0.25 up, either sign).
     const int64_t n = s.n * s.h * s.w * s.c;
     std::vector<int64_t> perm(static_cast<size_t>(n));
     std::iota(perm.begin(), perm.end(), 0);
     rng.shuffle(perm);
     Vec x(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) x[size_t(i)] = 0.05f * float(perm[size_t(i)] - n / 2);
-    in.push_back({"x", x, false});
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = perm[size_t(i)] - n / 2;
+      x[size_t(i)] = dtype == DType::kBF16
+                         ? std::copysign(from_bf16(BF16{uint16_t(0x3e80 + std::abs(j))}), float(j))
+                         : 0.05f * float(j);
+    }
+    add_activation("x", x);
     out_size = s.n * s.out_h() * s.out_w() * s.c;
   }
-  void forward(Vec& y) override { op_->forward(in[0].v.data(), y.data()); }
+  void forward(Vec& y) override { op_->forward(act(in[0].v), act_out(y)); }
   void backward(const Vec& dy, std::vector<Vec>& g, bool) override {
     Vec y(static_cast<size_t>(out_size));
     forward(y);
-    op_->backward(dy.data(), g[0].data());
+    op_->backward(act(dy), act_out(g[0]));
   }
   void ref_forward(Vec& y) override { ref::max_pool_forward(s_, in[0].v.data(), y.data()); }
   void ref_backward(const Vec& dy, std::vector<Vec>& g) override {
@@ -125,15 +131,16 @@ class MaxPoolHarness : public OpHarness {
 
 class AvgPoolHarness : public OpHarness {
  public:
-  AvgPoolHarness(int64_t n, int64_t h, int64_t w, int64_t c, Rng& rng) : n_(n), hw_(h * w), c_(c) {
-    in.push_back({"x", randn(n * h * w * c, rng), false});
+  AvgPoolHarness(int64_t n, int64_t h, int64_t w, int64_t c, DType dtype, Rng& rng)
+      : OpHarness(dtype), n_(n), hw_(h * w), c_(c) {
+    add_activation("x", randn(n * h * w * c, rng));
     out_size = n * c;
   }
   void forward(Vec& y) override {
-    ops::global_avg_pool_forward(in[0].v.data(), y.data(), n_, hw_, c_);
+    ops::global_avg_pool_forward(act(in[0].v), act_out(y), n_, hw_, c_);
   }
   void backward(const Vec& dy, std::vector<Vec>& g, bool) override {
-    ops::global_avg_pool_backward(dy.data(), g[0].data(), n_, hw_, c_);
+    ops::global_avg_pool_backward(act(dy), act_out(g[0]), n_, hw_, c_);
   }
   void ref_forward(Vec& y) override {
     ref::global_avg_pool_forward(in[0].v.data(), y.data(), n_, hw_, c_);
@@ -151,31 +158,31 @@ class AvgPoolHarness : public OpHarness {
 class BatchNormHarness : public OpHarness {
  public:
   BatchNormHarness(const ops::BatchNormShape& s, Rng& rng)
-      : s_(s), op_(ops::make_batch_norm(Device::kCpu, s)) {
+      : OpHarness(s.dtype), s_(s), op_(ops::make_batch_norm(Device::kCpu, s)) {
     // Per-channel offsets and scales, so the statistics differ by channel.
     Vec x = randn(s.n * s.h * s.w * s.c, rng);
     for (int64_t p = 0; p < s.n * s.h * s.w; ++p)
       for (int64_t c = 0; c < s.c; ++c)
         x[size_t(p * s.c + c)] = x[size_t(p * s.c + c)] * (0.5f + 0.25f * float(c % 4)) +
                                  0.3f * float(c % 3) - 0.3f;
-    in.push_back({"x", x, false});
+    add_activation("x", x);
     Vec gamma = randn(s.c, rng, 0.3f);
     for (auto& v : gamma) v += 1.0f;
-    in.push_back({"gamma", gamma, true});
-    in.push_back({"beta", randn(s.c, rng, 0.5f), true});
+    add_weight("gamma", gamma);
+    add_weight("beta", randn(s.c, rng, 0.5f));
     out_size = s.n * s.h * s.w * s.c;
     running_mean_.assign(static_cast<size_t>(s.c), 0.0f);
     running_var_.assign(static_cast<size_t>(s.c), 1.0f);
   }
   void forward(Vec& y) override {
-    op_->forward_train(in[0].v.data(), in[1].v.data(), in[2].v.data(), y.data(),
+    op_->forward_train(act(in[0].v), in[1].v.data(), in[2].v.data(), act_out(y),
                        running_mean_.data(), running_var_.data());
   }
   void backward(const Vec& dy, std::vector<Vec>& g, bool accumulate) override {
     Vec y(static_cast<size_t>(out_size));
     forward(y);
-    op_->backward(in[0].v.data(), dy.data(), in[1].v.data(), g[0].data(), g[1].data(),
-                  g[2].data(), accumulate);
+    op_->backward(act(in[0].v), act(dy), in[1].v.data(), act_out(g[0]), g[1].data(), g[2].data(),
+                  accumulate);
   }
   void ref_forward(Vec& y) override {
     ref::batch_norm_train_forward(s_, in[0].v.data(), in[1].v.data(), in[2].v.data(), y.data());
@@ -195,15 +202,15 @@ class BatchNormHarness : public OpHarness {
 
 class ReluHarness : public OpHarness {
  public:
-  ReluHarness(int64_t n, Rng& rng) : n_(n) {
-    in.push_back({"x", randn(n, rng), false});
+  ReluHarness(int64_t n, DType dtype, Rng& rng) : OpHarness(dtype), n_(n) {
+    add_activation("x", randn(n, rng));
     out_size = n;
   }
-  void forward(Vec& y) override { ops::relu_forward(in[0].v.data(), y.data(), n_); }
+  void forward(Vec& y) override { ops::relu_forward(act(in[0].v), act_out(y), n_); }
   void backward(const Vec& dy, std::vector<Vec>& g, bool) override {
     Vec y(static_cast<size_t>(n_));
     forward(y);
-    ops::relu_backward(dy.data(), y.data(), g[0].data(), n_);
+    ops::relu_backward(act(dy), act(y), act_out(g[0]), n_);
   }
   void ref_forward(Vec& y) override { ref::relu_forward(in[0].v.data(), y.data(), n_); }
   void ref_backward(const Vec& dy, std::vector<Vec>& g) override {
@@ -223,15 +230,16 @@ class ReluHarness : public OpHarness {
 
 class AddHarness : public OpHarness {
  public:
-  AddHarness(int64_t n, Rng& rng) : n_(n) {
-    in.push_back({"a", randn(n, rng), true});
-    in.push_back({"b", randn(n, rng), true});
+  AddHarness(int64_t n, DType dtype, Rng& rng) : OpHarness(dtype), n_(n) {
+    add_activation("a", randn(n, rng), /*accumulates=*/true);
+    add_activation("b", randn(n, rng), /*accumulates=*/true);
     out_size = n;
   }
-  void forward(Vec& y) override { ops::add(in[0].v.data(), in[1].v.data(), y.data(), n_); }
+  void forward(Vec& y) override { ops::add(act(in[0].v), act(in[1].v), act_out(y), n_); }
   void backward(const Vec& dy, std::vector<Vec>& g, bool accumulate) override {
     for (auto* d : {&g[0], &g[1]}) {
-      if (accumulate) ops::add_inplace(d->data(), dy.data(), n_);
+      if (accumulate)
+        ops::add_inplace(act_out(*d), act(dy), n_);
       else std::copy(dy.begin(), dy.end(), d->begin());
     }
   }
@@ -248,23 +256,25 @@ class AddHarness : public OpHarness {
 class DropoutHarness : public OpHarness {
  public:
   // channels: Dropout2d over {n, hw, c} with a {n, c} mask.
-  DropoutHarness(int64_t n, int64_t hw, int64_t c, float p, bool channels, Rng& rng)
-      : n_(n), hw_(hw), c_(c), channels_(channels) {
-    in.push_back({"x", randn(n * hw * c, rng), false});
+  DropoutHarness(int64_t n, int64_t hw, int64_t c, float p, bool channels, DType dtype, Rng& rng)
+      : OpHarness(dtype), n_(n), hw_(hw), c_(c), channels_(channels) {
+    add_activation("x", randn(n * hw * c, rng));
     mask_.resize(static_cast<size_t>(channels ? n * c : n * hw * c));
     ops::dropout_mask(mask_.data(), int64_t(mask_.size()), p, rng);
     out_size = n * hw * c;
   }
-  void apply(const float* x, float* y) {
-    if (channels_) ops::dropout2d_apply(x, mask_.data(), y, n_, hw_, c_);
-    else ops::dropout_apply(x, mask_.data(), y, out_size);
+  void apply(const Vec& x, Vec& y) {
+    if (channels_)
+      ops::dropout2d_apply(act(x), mask_.data(), act_out(y), n_, hw_, c_);
+    else
+      ops::dropout_apply(act(x), mask_.data(), act_out(y), out_size);
   }
   void ref_apply(const float* x, float* y) {
     if (channels_) ref::dropout2d_apply(x, mask_.data(), y, n_, hw_, c_);
     else ref::dropout_apply(x, mask_.data(), y, out_size);
   }
-  void forward(Vec& y) override { apply(in[0].v.data(), y.data()); }
-  void backward(const Vec& dy, std::vector<Vec>& g, bool) override { apply(dy.data(), g[0].data()); }
+  void forward(Vec& y) override { apply(in[0].v, y); }
+  void backward(const Vec& dy, std::vector<Vec>& g, bool) override { apply(dy, g[0]); }
   void ref_forward(Vec& y) override { ref_apply(in[0].v.data(), y.data()); }
   void ref_backward(const Vec& dy, std::vector<Vec>& g) override {
     ref_apply(dy.data(), g[0].data());
@@ -282,18 +292,22 @@ class DropoutHarness : public OpHarness {
 
 class TransposeHarness : public OpHarness {
  public:
-  TransposeHarness(int64_t n, int64_t h, int64_t w, int64_t c, bool to_nchw, Rng& rng)
-      : n_(n), h_(h), w_(w), c_(c), to_nchw_(to_nchw) {
-    in.push_back({"x", randn(n * h * w * c, rng), false});
+  TransposeHarness(int64_t n, int64_t h, int64_t w, int64_t c, bool to_nchw, DType dtype, Rng& rng)
+      : OpHarness(dtype), n_(n), h_(h), w_(w), c_(c), to_nchw_(to_nchw) {
+    add_activation("x", randn(n * h * w * c, rng));
     out_size = n * h * w * c;
   }
   void forward(Vec& y) override {
-    if (to_nchw_) ops::nhwc_to_nchw(in[0].v.data(), y.data(), n_, h_, w_, c_);
-    else ops::nchw_to_nhwc(in[0].v.data(), y.data(), n_, c_, h_, w_);
+    if (to_nchw_)
+      ops::nhwc_to_nchw(act(in[0].v), act_out(y), n_, h_, w_, c_);
+    else
+      ops::nchw_to_nhwc(act(in[0].v), act_out(y), n_, c_, h_, w_);
   }
   void backward(const Vec& dy, std::vector<Vec>& g, bool) override {
-    if (to_nchw_) ops::nchw_to_nhwc(dy.data(), g[0].data(), n_, c_, h_, w_);
-    else ops::nhwc_to_nchw(dy.data(), g[0].data(), n_, h_, w_, c_);
+    if (to_nchw_)
+      ops::nchw_to_nhwc(act(dy), act_out(g[0]), n_, c_, h_, w_);
+    else
+      ops::nhwc_to_nchw(act(dy), act_out(g[0]), n_, h_, w_, c_);
   }
   void ref_forward(Vec& y) override {
     if (to_nchw_) ref::nhwc_to_nchw(in[0].v.data(), y.data(), n_, h_, w_, c_);
@@ -310,22 +324,23 @@ class TransposeHarness : public OpHarness {
 };
 
 // ------------------------------------------------------------------ softmax cross-entropy
-// Output: the scalar grad_scale * loss_sum; backward: dy[0] * dlogits.
+// Output: the scalar grad_scale * loss_sum, in f32 at any dtype; backward:
+// dy[0] * dlogits. Through nn::SoftmaxCrossEntropy, the loss models call: it
+// takes f32 or bf16 logits and dlogits (converted around ops::softmax_cross_entropy).
 
 class LossHarness : public OpHarness {
  public:
-  LossHarness(int64_t n, int64_t k, Rng& rng) : n_(n), k_(k), scale_(1.0f / float(n)) {
-    in.push_back({"logits", randn(n * k, rng, 2.0f), false});
+  LossHarness(int64_t n, int64_t k, DType dtype, Rng& rng)
+      : OpHarness(dtype), n_(n), k_(k), scale_(1.0f / float(n)) {
+    add_activation("logits", randn(n * k, rng, 2.0f));
+    out_dtype = DType::kF32;
     labels_.resize(static_cast<size_t>(n));
     for (auto& l : labels_) l = int32_t(rng.below(uint64_t(k)));
     out_size = 1;
   }
-  void forward(Vec& y) override {
-    y[0] = float(ops::softmax_cross_entropy(in[0].v.data(), labels_.data(), n_, k_, nullptr, scale_)
-                     .loss_sum * scale_);
-  }
+  void forward(Vec& y) override { y[0] = float(compute(nullptr) * scale_); }
   void backward(const Vec& dy, std::vector<Vec>& g, bool) override {
-    ops::softmax_cross_entropy(in[0].v.data(), labels_.data(), n_, k_, g[0].data(), scale_);
+    compute(&g[0]);
     for (auto& v : g[0]) v *= dy[0];
   }
   void ref_forward(Vec& y) override {
@@ -338,6 +353,18 @@ class LossHarness : public OpHarness {
   }
 
  private:
+  // The loss sum; dlogits into *d if non-null.
+  double compute(Vec* d) {
+    const In logits_in = act(in[0].v);
+    const ConstView logits = logits_in;
+    const Tensor t = Tensor::view(const_cast<void*>(logits.data), {n_, k_}, logits.dtype);
+    if (!d) return nn::SoftmaxCrossEntropy().compute(t, labels_.data(), nullptr, scale_).loss_sum;
+    InOut dlogits_out = act_out(*d);  // converts back into *d on return
+    const View dlogits = dlogits_out;
+    Tensor dt = Tensor::view(dlogits.data, {n_, k_}, dlogits.dtype);
+    return nn::SoftmaxCrossEntropy().compute(t, labels_.data(), &dt, scale_).loss_sum;
+  }
+
   int64_t n_, k_;
   float scale_;
   std::vector<int32_t> labels_;
@@ -372,9 +399,9 @@ void conv_cases(std::vector<OpCase>& cases) {
                                            {"co", c.co}, {"k", c.k}, {"s", c.stride},
                                            {"p", c.pad}}) +
                        (c.bias ? "_bias" : "_nobias") + (c.relu ? "_relu" : "");
-    cases.push_back({name, [c](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       ops::ConvShape s{c.n, c.h, c.w, c.ci, c.co, c.k, c.k, c.stride, c.pad};
-                       return std::make_unique<ConvHarness>(s, c.bias, c.relu, rng);
+    cases.push_back({name, [c](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                       ops::ConvShape s{c.n, c.h, c.w, c.ci, c.co, c.k, c.k, c.stride, c.pad, dt};
+                       return make_conv(s, c.bias, c.relu, rng);
                      }});
   }
 }
@@ -391,9 +418,8 @@ void linear_cases(std::vector<OpCase>& cases) {
   for (const auto& l : lins) {
     std::string name = "linear" + name_of({{"n", l.n}, {"in", l.in}, {"out", l.out}}) +
                        (l.bias ? "_bias" : "_nobias") + (l.relu ? "_relu" : "");
-    cases.push_back({name, [l](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       return std::make_unique<LinearHarness>(ops::LinearShape{l.n, l.in, l.out},
-                                                              l.bias, l.relu, rng);
+    cases.push_back({name, [l](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                       return make_linear({l.n, l.in, l.out, dt}, l.bias, l.relu, rng);
                      }});
   }
 }
@@ -409,8 +435,10 @@ void pool_cases(std::vector<OpCase>& cases) {
   for (const auto& p : pools) {
     std::string name = "max_pool" + name_of({{"n", p.n}, {"h", p.h}, {"w", p.w}, {"c", p.c},
                                              {"k", p.k}, {"s", p.stride}});
-    cases.push_back({name, [p](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       return std::make_unique<MaxPoolHarness>(p, rng);
+    cases.push_back({name, [p](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                       ops::PoolShape s = p;
+                       s.dtype = dt;
+                       return std::make_unique<MaxPoolHarness>(s, rng);
                      }});
   }
 
@@ -418,8 +446,8 @@ void pool_cases(std::vector<OpCase>& cases) {
   for (const auto& g : gaps) {
     std::string name =
         "global_avg_pool" + name_of({{"n", g[0]}, {"h", g[1]}, {"w", g[2]}, {"c", g[3]}});
-    cases.push_back({name, [g](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       return std::make_unique<AvgPoolHarness>(g[0], g[1], g[2], g[3], rng);
+    cases.push_back({name, [g](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                       return std::make_unique<AvgPoolHarness>(g[0], g[1], g[2], g[3], dt, rng);
                      }});
   }
 }
@@ -428,19 +456,22 @@ void batch_norm_and_relu_cases(std::vector<OpCase>& cases) {
   const int64_t bns[][4] = {{3, 4, 5, 2}, {1, 6, 6, 3}, {4, 3, 3, 8}, {2, 5, 7, 16}, {8, 1, 1, 5}};
   for (const auto& b : bns) {
     std::string name = "batch_norm" + name_of({{"n", b[0]}, {"h", b[1]}, {"w", b[2]}, {"c", b[3]}});
-    cases.push_back({name, [b](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       return std::make_unique<BatchNormHarness>(
-                           ops::BatchNormShape{b[0], b[1], b[2], b[3]}, rng);
+    cases.push_back({name, [b](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                       ops::BatchNormShape s{b[0], b[1], b[2], b[3]};
+                       s.dtype = dt;
+                       return std::make_unique<BatchNormHarness>(s, rng);
                      }});
   }
 
   for (int64_t n : {1, 17, 1000}) {
-    cases.push_back({"relu_n" + std::to_string(n), [n](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       return std::make_unique<ReluHarness>(n, rng);
-                     }});
-    cases.push_back({"add_n" + std::to_string(n), [n](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       return std::make_unique<AddHarness>(n, rng);
-                     }});
+    cases.push_back(
+        {"relu_n" + std::to_string(n), [n](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+           return std::make_unique<ReluHarness>(n, dt, rng);
+         }});
+    cases.push_back(
+        {"add_n" + std::to_string(n), [n](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+           return std::make_unique<AddHarness>(n, dt, rng);
+         }});
   }
 }
 
@@ -456,8 +487,8 @@ void dropout_and_transpose_cases(std::vector<OpCase>& cases) {
     std::string name = std::string(d.channels ? "dropout2d" : "dropout") +
                        name_of({{"n", d.n}, {"hw", d.hw}, {"c", d.c},
                                 {"p", int64_t(std::lround(d.p * 100))}});
-    cases.push_back({name, [d](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       return std::make_unique<DropoutHarness>(d.n, d.hw, d.c, d.p, d.channels,
+    cases.push_back({name, [d](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                       return std::make_unique<DropoutHarness>(d.n, d.hw, d.c, d.p, d.channels, dt,
                                                                rng);
                      }});
   }
@@ -467,9 +498,9 @@ void dropout_and_transpose_cases(std::vector<OpCase>& cases) {
     for (bool to_nchw : {true, false}) {
       std::string name = std::string(to_nchw ? "nhwc_to_nchw" : "nchw_to_nhwc") +
                          name_of({{"n", t[0]}, {"h", t[1]}, {"w", t[2]}, {"c", t[3]}});
-      cases.push_back({name, [t, to_nchw](Rng& rng) -> std::unique_ptr<OpHarness> {
-                         return std::make_unique<TransposeHarness>(t[0], t[1], t[2], t[3],
-                                                                   to_nchw, rng);
+      cases.push_back({name, [t, to_nchw](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                         return std::make_unique<TransposeHarness>(t[0], t[1], t[2], t[3], to_nchw,
+                                                                   dt, rng);
                        }});
     }
 }
@@ -478,8 +509,8 @@ void loss_cases(std::vector<OpCase>& cases) {
   const int64_t losses[][2] = {{1, 10}, {3, 5}, {7, 10}, {2, 1}, {16, 100}};
   for (const auto& l : losses) {
     std::string name = "softmax_xent" + name_of({{"n", l[0]}, {"k", l[1]}});
-    cases.push_back({name, [l](Rng& rng) -> std::unique_ptr<OpHarness> {
-                       return std::make_unique<LossHarness>(l[0], l[1], rng);
+    cases.push_back({name, [l](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                       return std::make_unique<LossHarness>(l[0], l[1], dt, rng);
                      }});
   }
 }
@@ -491,6 +522,10 @@ std::vector<OpCase> all_cases() {
   for (auto add : {conv_cases, linear_cases, pool_cases, batch_norm_and_relu_cases,
                    dropout_and_transpose_cases, loss_cases})
     add(cases);
+  // The same table in bf16.
+  const size_t n_f32 = cases.size();
+  for (size_t i = 0; i < n_f32; ++i)
+    cases.push_back({cases[i].name + "_bf16", cases[i].make, DType::kBF16});
   return cases;
 }
 
