@@ -6,7 +6,8 @@
 // Mixed precision: src/dst and their gradients are of the shape's dtype (f32
 // or bf16); weights, bias and their gradients are always the f32 master
 // copies. In bf16 the weight reorder converts to bf16 on the way into the
-// blocked layout (no extra pass), and the weight gradient comes out in f32.
+// blocked layout (no extra pass), and the weight gradient comes out in bf16
+// (as under autocast) and is widened to f32 on its way into the arena.
 #include "ops/conv2d.h"
 
 #include <vector>
