@@ -9,6 +9,7 @@
 #include "bench/peer.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "data/dataset.h"
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
@@ -45,6 +46,7 @@ std::unique_ptr<Strategy> make_step_strategy(const StepBenchConfig& cfg, comm::C
 struct Timing {
   double seconds = 0;
   StepTimes times;
+  int64_t first_step_bytes = 0;  // tensors the first step allocated: activations, gradients of them
 };
 
 // Validates (training steps on one batch must give finite, falling loss),
@@ -52,7 +54,13 @@ struct Timing {
 Timing time_steps(const StepBenchConfig& cfg, comm::Communicator* comm, Strategy& strategy,
                   const Batch& batch) {
   Timing t;
-  const double first = strategy.step(batch, 1e-3f, t.times).loss_sum;
+  double first = 0;
+  {
+    auto counter = std::make_shared<MemoryCounter>();
+    CountAllocations count(counter);
+    first = strategy.step(batch, 1e-3f, t.times).loss_sum;
+    t.first_step_bytes = counter->peak();
+  }
   for (int i = 1; i < cfg.warmup; ++i) strategy.step(batch, 1e-3f, t.times);
   if (comm) comm->barrier();
   t.times = StepTimes{};
@@ -124,15 +132,21 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
   const double gflops = ips * 3.0 * model->forward_flops_per_image() / 1e9;  // fwd + bwd
   nlohmann::ordered_json out = {{"event", "bench"}, {"model", cfg.model}, {"batch", cfg.batch},
                                 {"threads", cfg.threads}, {"workers", world}, {"steps", cfg.steps},
-                                {"images_per_second", ips}, {"gflops", gflops}};
+                                {"images_per_second", ips}, {"gflops", gflops},
+                                {"precision", precision_name(cfg.precision.resolve().compute)},
+                                {"activation_bytes_per_image",
+                                 double(t.first_step_bytes) / double(cfg.batch)}};
   if (comm) {
     out["parallel"] = cfg.parallel;
     out["step_ms"] = {{"compute", 1e3 * t.times.compute / cfg.steps},
                       {"communication_wait", 1e3 * t.times.comm / cfg.steps}};
   }
   std::fprintf(stderr,
-               "cohort:  %s batch %lld, %d rank(s) x %d thread(s): %.0f images/s, %.1f GFLOP/s\n",
-               cfg.model.c_str(), (long long)cfg.batch, world, cfg.threads, ips, gflops);
+               "cohort:  %s batch %lld, %d rank(s) x %d thread(s), %s: %.0f images/s, %.1f GFLOP/s, "
+               "%.0f KiB of activations per image\n",
+               cfg.model.c_str(), (long long)cfg.batch, world, cfg.threads,
+               precision_name(cfg.precision.resolve().compute), ips, gflops,
+               double(t.first_step_bytes) / double(cfg.batch) / 1024);
   add_comparisons(cfg, world, ips, gflops, out);
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);
