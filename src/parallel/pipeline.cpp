@@ -12,6 +12,29 @@ namespace cohort {
 
 constexpr int kActivationTag = 110, kGradientTag = 111;
 
+namespace {
+
+// fp16 runs (emulated: f32 tensors holding fp16 values) send their
+// activations and gradients as fp16, half the bytes and no loss; the other
+// precisions send the tensor itself. Returns what to send.
+const Tensor& to_wire(const Tensor& t, DType precision, Tensor& wire) {
+  if (precision != DType::kF16 || t.dtype() != DType::kF32) return t;
+  nn::ensure(wire, t.shape(), DType::kF16);
+  f32_to_f16(t.f32(), wire.f16(), size_t(t.numel()));
+  return wire;
+}
+
+// Receives `dst` (already shaped, of the activation dtype) from `src`.
+void recv_wire(comm::Communicator& c, Tensor& dst, DType precision, Tensor& wire, int src,
+               int tag) {
+  if (precision != DType::kF16) return c.recv(dst.data(), dst.nbytes(), src, tag);
+  nn::ensure(wire, dst.shape(), DType::kF16);
+  c.recv(wire.data(), wire.nbytes(), src, tag);
+  f16_to_f32(wire.f16(), dst.f32(), size_t(dst.numel()));
+}
+
+}  // namespace
+
 // One micro-batch in flight on this stage: a view of the model with its own
 // activations, the tensors received for it, and its sends still in progress.
 struct Pipeline::Slot {
@@ -19,6 +42,7 @@ struct Pipeline::Slot {
   Shape rows;    // the micro-batch's image shape {n, H, W, C}
   Tensor x, dy;  // received input (stages > 0); output gradient (or dlogits)
   Tensor input;  // stage 0: the micro-batch's images in the compute precision
+  Tensor wire_in, wire_y, wire_dx;  // fp16: what travels, as fp16
   std::unique_ptr<comm::Request> send_y, send_dx;
   bool busy = false;
 
@@ -93,7 +117,7 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
   if (stage_ > 0) {
     nn::ensure(slot.x, shape_before(layers, begin_, rows.shape()), nn::activation_dtype(precision));
     Timer w;
-    pipe().recv(slot.x.data(), slot.x.nbytes(), stage_ - 1, kActivationTag);
+    recv_wire(pipe(), slot.x, precision, slot.wire_in, stage_ - 1, kActivationTag);
     wait_s_ += w.seconds();
     times.comm += w.seconds();
     x = &slot.x;
@@ -111,7 +135,8 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
     metrics[0] += loss.loss_sum;
     metrics[1] += loss.correct;
   } else {
-    slot.send_y = pipe().isend(y.data(), y.nbytes(), stage_ + 1, kActivationTag);
+    const Tensor& out = to_wire(y, precision, slot.wire_y);
+    slot.send_y = pipe().isend(out.data(), out.nbytes(), stage_ + 1, kActivationTag);
   }
 }
 
@@ -122,7 +147,7 @@ void Pipeline::backward(int m, StepTimes& times) {
     nn::ensure(slot.dy, shape_before(layers, end_, slot.rows),
                nn::activation_dtype(cfg_.precision.compute));
     Timer w;
-    pipe().recv(slot.dy.data(), slot.dy.nbytes(), stage_ + 1, kGradientTag);
+    recv_wire(pipe(), slot.dy, cfg_.precision.compute, slot.wire_in, stage_ + 1, kGradientTag);
     wait_s_ += w.seconds();
     times.comm += w.seconds();
   }
@@ -132,7 +157,10 @@ void Pipeline::backward(int m, StepTimes& times) {
   ctx.accumulate = !first_backward_;  // every micro-batch adds into the one gradient arena
   first_backward_ = false;
   const Tensor& dx = layers.backward_range(begin_, end_, slot.dy, ctx);
-  if (stage_ > 0) slot.send_dx = pipe().isend(dx.data(), dx.nbytes(), stage_ - 1, kGradientTag);
+  if (stage_ > 0) {
+    const Tensor& out = to_wire(dx, cfg_.precision.compute, slot.wire_dx);
+    slot.send_dx = pipe().isend(out.data(), out.nbytes(), stage_ - 1, kGradientTag);
+  }
   release(slot);
 }
 
