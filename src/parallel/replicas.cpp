@@ -37,9 +37,10 @@ StepResult Replicas::step(const Batch& batch, float lr, StepTimes& times) {
       omp_set_num_threads(threads_);
       nn::Model& m = r == 0 ? master_ : *models_[size_t(r - 1)];
       LocalStep& s = r == 0 ? master_step_ : *steps_[size_t(r - 1)];
-      if (r > 0) {  // replicate: the master's weights and buffers
+      if (r > 0) {  // replicate: the master's weights, buffers and loss scale
         m.params().params().copy_from(master_.params().params());
         m.buffers().params().copy_from(master_.buffers().params());
+        s.follow_scaler(master_step_.scaler());
       }
       nn::Context ctx;
       results[size_t(r)] = s.forward_backward(batch.slice(size * r / n, size * (r + 1) / n),

@@ -95,7 +95,7 @@ class ResumeCli : public ::testing::TestWithParam<const char*> {};
 
 // Adam with a warm-up longer than an epoch (moments, bias correction and the
 // schedule's position all matter), SGD with momentum and a step schedule
-// (the rate drops 10x at epoch 2); AdamW under replicas. Not cosine: its
+// (the rate drops 10x at epoch 2); AdamW under replicas; Adam at bf16. Not cosine: its
 // length follows --epochs, so an --epochs 1 run is not the first half of an
 // --epochs 2 one.
 TEST_P(ResumeCli, ResumedRunEqualsTheUninterruptedRun) {
@@ -116,7 +116,10 @@ INSTANTIATE_TEST_SUITE_P(
     Optimizers, ResumeCli,
     ::testing::Values("--optimizer adam --lr 0.001 --warmup 20",
                       "--optimizer sgd --lr 0.01 --momentum 0.9 --lr-schedule step",
-                      "--parallel replicas --replicas 2 --optimizer adamw --warmup 20"));
+                      "--parallel replicas --replicas 2 --optimizer adamw --warmup 20",
+                      // bf16 compute over f32 master weights: the checkpoint
+                      // holds the masters, so resuming loses no bits.
+                      "--precision bf16 --optimizer adam --lr 0.001 --warmup 20"));
 
 TEST(ResumeCliDp, ResumedDataParallelRunEqualsTheUninterruptedRun) {
   fs::path d = expect_resume_matches("dp", kMpirun,
