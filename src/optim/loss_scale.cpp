@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <sstream>
+#include <string>
 
 #include "core/error.h"
 #include "optim/clip.h"
@@ -39,6 +41,30 @@ bool LossScaler::update(bool overflow) {
 nlohmann::ordered_json LossScaler::summary() const {
   return {{"loss_scale",
            {{"dynamic", dynamic()}, {"scale", scale_}, {"steps", iter_}, {"skipped", skipped_}}}};
+}
+
+std::string LossScaler::state() const {
+  std::ostringstream os;
+  os.precision(9);
+  os << scale_ << " " << hysteresis_ << " " << iter_ << " " << last_overflow_iter_ << " "
+     << skipped_;
+  return os.str();
+}
+
+void LossScaler::restore(const std::string& state, const std::string& where) {
+  std::istringstream is(state);
+  float scale = 0;
+  int hysteresis = 0;
+  int64_t iter = 0, last = 0, skipped = 0;
+  is >> scale >> hysteresis >> iter >> last >> skipped;
+  COHORT_INPUT_CHECK(is && std::isfinite(scale) && scale > 0 && hysteresis >= 1 && iter >= 0 &&
+                         last >= -1 && last < iter + 1 && skipped >= 0 && skipped <= iter,
+                     where, ": loss scale state '", state, "' is not one cohort wrote");
+  scale_ = scale;
+  hysteresis_ = hysteresis;
+  iter_ = iter;
+  last_overflow_iter_ = last;
+  skipped_ = skipped;
 }
 
 bool has_nonfinite(const float* g, int64_t n) {

@@ -38,6 +38,12 @@ class LossScaler {
   int64_t skipped() const { return skipped_; }
   // {"loss_scale": {"dynamic", "scale", "steps", "skipped"}} for run reports.
   nlohmann::ordered_json summary() const;
+  // Everything update() depends on, as one line ("scale hysteresis iter
+  // last_overflow_iter skipped"), for checkpoints, so a resumed fp16 run
+  // scales and skips as the uninterrupted one; restore() takes it back
+  // (InputError naming `where` if it does not parse).
+  std::string state() const;
+  void restore(const std::string& state, const std::string& where);
 
  private:
   LossScaleConfig cfg_;

@@ -31,6 +31,7 @@ class LocalStep final : public Strategy {
   // The loss scale and skipped steps (fp16); nothing otherwise.
   nlohmann::ordered_json summary() override;
   const LossScaler& scaler() const { return scaler_; }
+  LossScaler* loss_scaler() override { return scaler_.enabled() ? &scaler_ : nullptr; }
   // Replicas: a step whose gradients another step's apply() unscales takes
   // that step's loss scale (its own scaler never sees an update).
   void follow_scaler(const LossScaler& master) { scaler_ = master; }

@@ -59,6 +59,7 @@ class Pipeline final : public Strategy {
   std::pair<int64_t, int64_t> optimizer_range() const override {
     return {param_begin_, param_end_};
   }
+  LossScaler* loss_scaler() override { return scaler_.enabled() ? &scaler_ : nullptr; }
   nlohmann::ordered_json summary() override;
 
  private:

@@ -18,6 +18,7 @@ class Replicas final : public Strategy {
            float clip_norm = 0, const Precision& precision = {});
   std::string name() const override { return "replicas"; }
   nlohmann::ordered_json summary() override { return master_step_.summary(); }
+  LossScaler* loss_scaler() override { return master_step_.loss_scaler(); }
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
 
  private:

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "data/batch.h"
+#include "optim/loss_scale.h"
 
 namespace cohort {
 
@@ -48,6 +49,9 @@ class Strategy {
   // (pipeline bubble and activation memory, parameter-server staleness).
   // Collective: every rank calls it once, after training; rank 0's is printed.
   virtual nlohmann::ordered_json summary() { return nlohmann::ordered_json::object(); }
+  // The fp16 loss scaler whose state checkpoints carry (every rank's decides
+  // alike, so rank 0's is saved and every rank restores it); null otherwise.
+  virtual LossScaler* loss_scaler() { return nullptr; }
 };
 
 }  // namespace cohort

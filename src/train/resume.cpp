@@ -161,6 +161,8 @@ RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimiz
                      " of a run that --epochs ", cfg.epochs,
                      " ends there; --epochs counts the whole run, raise it to train on");
   at.epoch = int(epoch);
+  if (auto it = file.metadata.find("loss_scale"); it != file.metadata.end())
+    at.loss_scale = it->second;
   const int64_t n = model.num_params();
   const OptimizerLoad state = plan_optimizer_load(file, cfg, opt, n, print);
   // Everything is validated: only now modify the model and the optimizer.
@@ -189,6 +191,7 @@ void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& op
                                              {"dataset", cfg.data},
                                              {"parallel", cfg.parallel},
                                              {"optimizer", opt.name()}};
+  if (!done.loss_scale.empty()) meta["loss_scale"] = done.loss_scale;
   if (holders.empty())
     notice(print, "--parallel " + cfg.parallel + ": the ranks' optimizer states do not make one" +
                       " (ranges or step counts differ), so " + cfg.save +

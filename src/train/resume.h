@@ -9,6 +9,8 @@
 //   optimizer                   sgd | adam | adamw
 //   optimizer.steps             the optimizer's step count (Adam's bias
 //                               correction); only where the state is saved
+//   loss_scale                  fp16 runs: the loss scaler's state, so a
+//                               resumed run scales and skips as before
 // Where ranks own ranges of the state (mp and pp stages, ps servers:
 // Strategy::optimizer_range) rank 0 gathers it for the save and each rank
 // restores its own range. Should the ranks' ranges not tile the arena or
@@ -30,6 +32,7 @@ namespace cohort {
 struct RunPosition {
   int epoch = 0;        // epochs finished; the next epoch's sampler index
   int64_t updates = 0;  // optimizer updates done; the schedule's next step
+  std::string loss_scale;  // fp16 runs: the loss scaler's state (LossScaler::state)
 };
 
 // The range [begin, end) of the parameter arena one rank's optimizer updates

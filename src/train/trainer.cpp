@@ -130,6 +130,10 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   // --load, --resume: every rank reads the file, and its range of the optimizer state.
   run.start = restore_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(),
                                  !comm || comm->rank() == 0);
+  // An fp16 run resumed at fp16 continues its loss scale where it stood.
+  LossScaler* scaler = run.strategy->loss_scaler();
+  if (scaler && !run.start.loss_scale.empty())
+    scaler->restore(run.start.loss_scale, "checkpoint " + cfg.resume);
   const Strategy& s = *run.strategy;
   run.sampler = std::make_unique<Sampler>(run.data.train.size(), s.data_rank(), s.data_world(),
                                           cfg.repeat, cfg.seed, true);
@@ -200,6 +204,12 @@ void check_weights(const TrainConfig& cfg, Run& run, int epoch) {
                                cfg.save.empty() ? "" : ", " + cfg.save + " kept as it was"));
 }
 
+// The fp16 loss scaler's state for a checkpoint ("" when none).
+std::string scale_state(Strategy& s) {
+  const LossScaler* scaler = s.loss_scaler();
+  return scaler ? scaler->state() : "";
+}
+
 nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals& t, int world) {
   const double n = double(std::max<int64_t>(t.micro, 1));
   nlohmann::ordered_json summary = {
@@ -261,7 +271,8 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     check_weights(cfg, run, epoch);
     if (!cfg.save.empty())  // collective: rank 0 gathers the optimizer state and writes
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
-                          {epoch, totals.updates}, rank == 0 && epoch == run.start.epoch + 1);
+                          {epoch, totals.updates, scale_state(*run.strategy)},
+                          rank == 0 && epoch == run.start.epoch + 1);
   }
   nlohmann::ordered_json summary = summarize(cfg, run, totals, world);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));
