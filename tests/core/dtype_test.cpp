@@ -63,6 +63,32 @@ TEST(DType, F16EveryValueRoundTrips) {
   }
 }
 
+// The buffer conversions (vectorized, threaded past 64k elements) give the
+// scalar to_bf16 / from_bf16 bits for every kind of value: ties to even,
+// carries into the exponent, infinities, NaN (kept quiet), subnormals.
+TEST(DType, Bf16BufferConversionMatchesScalar) {
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, 3.4e38f, -3.4e38f,
+                          1e-40f, -1e-45f, std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()};
+  uint32_t x = 12345;
+  while (v.size() < 200000) {  // random bit patterns, past the threaded size
+    x = x * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &x, 4);
+    v.push_back(f);
+  }
+  std::vector<BF16> b(v.size());
+  std::vector<float> back(v.size());
+  f32_to_bf16(v.data(), b.data(), v.size());
+  bf16_to_f32(b.data(), back.data(), v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(b[i].bits, to_bf16(v[i]).bits) << "element " << i << " = " << v[i];
+    const float want = from_bf16(b[i]);
+    ASSERT_EQ(std::memcmp(&back[i], &want, 4), 0) << "element " << i;
+  }
+}
+
 TEST(DType, TensorCopyConvertsBetweenFloatTypes) {
   Tensor a = Tensor::empty({3});
   a.f32()[0] = 1.5f, a.f32()[1] = -0.25f, a.f32()[2] = 1024.0f;
