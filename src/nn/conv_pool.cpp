@@ -42,7 +42,11 @@ double ConvPool::flops(const Shape& in) const {
 int64_t ConvPool::chunk_size(const Shape& x, DType dtype) const {
   auto s = conv_shape(x, dtype);
   const int64_t per_image = int64_t(dtype_bytes(s.dtype, s.out_h() * s.out_w() * c_out_));
-  return std::max<int64_t>(1, std::min<int64_t>(x[0], chunk_bytes() / per_image));
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(x[0], chunk_bytes() / per_image));
+  // Equal chunks (128 as 64 + 64, not 113 + 15): a thin last chunk runs its
+  // own, slower primitives.
+  const int64_t chunks = (x[0] + most - 1) / most;
+  return (x[0] + chunks - 1) / chunks;
 }
 
 ConvPool::Ops& ConvPool::ops_for(const Shape& x_chunk, DType dtype, Context& ctx) {
