@@ -58,12 +58,13 @@ template <> struct DTypeOf<int32_t> : std::integral_constant<DType, DType::kI32>
 template <class T>
 constexpr DType dtype_of = DTypeOf<T>::value;
 
+// Branch-free (NaN is a select), so loops over it vectorize.
 inline BF16 to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) return BF16{uint16_t((u >> 16) | 0x40)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return BF16{uint16_t(u >> 16)};
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return BF16{uint16_t(nan ? ((u >> 16) | 0x40u) : rounded)};
 }
 
 inline float from_bf16(BF16 b) {

@@ -21,6 +21,7 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, Context& ctx) {
   if (!op) {
     ops::BatchNormShape s{x.dim(0), x.dim(1), x.dim(2), c_};
     s.dtype = x.dtype();
+    s.relu = relu_;
     op = ops::make_batch_norm(ctx.device, s);
   }
   op_ = op.get();
@@ -30,14 +31,12 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, Context& ctx) {
     op_->forward_train(x, gamma_, beta_, y_, running_mean_, running_var_);
   else
     op_->forward_infer(x, gamma_, beta_, y_, running_mean_, running_var_);
-  if (relu_) ops::relu_forward(y_, y_, y_.numel());
   return y_;
 }
 
 const Tensor& BatchNorm2d::backward(const Tensor& dy, Context& ctx) {
-  const Tensor& g = fused_relu_grad(dy, y_, relu_, dy_relu_);
   ensure(dx_, x_.shape(), x_.dtype());
-  op_->backward(x_, g, gamma_, dx_, dgamma_, dbeta_, ctx.accumulate);
+  op_->backward(x_, dy, gamma_, dx_, dgamma_, dbeta_, ctx.accumulate);  // the op masks dy
   return dx_;
 }
 

@@ -123,7 +123,7 @@ class GlobalAvgPool final : public Module {
   Tensor y_, dx_;
 };
 
-// Per-channel batch-norm over NHWC; optional ReLU after it.
+// Per-channel batch-norm over NHWC; optional ReLU after it, fused into the op.
 class BatchNorm2d final : public Module {
  public:
   explicit BatchNorm2d(int64_t c, bool relu = false) : c_(c), relu_(relu) {}
@@ -140,7 +140,7 @@ class BatchNorm2d final : public Module {
   int64_t c_;
   bool relu_;
   Tensor gamma_, dgamma_, beta_, dbeta_, running_mean_, running_var_;
-  Tensor x_, y_, dy_relu_, dx_;
+  Tensor x_, y_, dx_;
   std::map<OpKey, std::unique_ptr<ops::BatchNorm>> ops_;
   ops::BatchNorm* op_ = nullptr;
 };

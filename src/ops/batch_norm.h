@@ -16,6 +16,9 @@ struct BatchNormShape {
   float eps = 1e-5f;
   float momentum = 0.1f;
   DType dtype = DType::kF32;
+  // dst = relu(batch_norm(src)), fused (oneDNN's fuse_norm_relu: no extra pass
+  // over dst, and backward masks ddst itself, from a bit mask kept by forward).
+  bool relu = false;
 };
 
 class BatchNorm {
@@ -25,7 +28,8 @@ class BatchNorm {
                              View running_mean, View running_var) = 0;
   virtual void forward_infer(ConstView src, ConstView gamma, ConstView beta, View dst,
                              ConstView running_mean, ConstView running_var) = 0;
-  // After forward_train on the same src.
+  // After forward_train on the same src. With a fused ReLU, ddst is the
+  // gradient of the ReLU's output.
   virtual void backward(ConstView src, ConstView ddst, ConstView gamma, View dsrc, View dgamma,
                         View dbeta, bool accumulate) = 0;
 };

@@ -20,6 +20,7 @@ class CpuBatchNorm final : public BatchNorm {
     data_md_ = memory::desc({s.n, s.c, s.h, s.w}, dnnl_type(s.dtype), Tag::nhwc);
     vec_md_ = memory::desc({s.c}, dnnl_type(DType::kF32), Tag::x);
     auto flags = Flags::use_scale | Flags::use_shift;
+    if (s.relu) flags = flags | Flags::fuse_norm_relu;
     COHORT_DNNL({
       dnnl::batch_normalization_forward::desc td(dnnl::prop_kind::forward_training, data_md_,
                                                  s.eps, flags);
@@ -34,6 +35,8 @@ class CpuBatchNorm final : public BatchNorm {
       bwd_ = dnnl::batch_normalization_backward(
           dnnl::batch_normalization_backward::primitive_desc(bd, engine(), train_pd_));
     });
+    // The fused ReLU's mask, written by forward_train and read by backward.
+    if (s.relu) workspace_.resize(train_pd_.workspace_desc().get_size());
     mean_.resize(size_t(s.c));
     var_.resize(size_t(s.c));
     dgamma_.resize(size_t(s.c));
@@ -46,7 +49,7 @@ class CpuBatchNorm final : public BatchNorm {
     const char* op = "batch_norm forward_train";
     check_operands(op, DType::kF32,
                    {{"running_mean", running_mean_v}, {"running_var", running_var_v}});
-    normalize(op, train_, src, gamma, beta, dst, mean_.data(), var_.data());
+    normalize(op, train_, src, gamma, beta, dst, mean_.data(), var_.data(), true);
     float* running_mean = running_mean_v.as<float>();
     float* running_var = running_var_v.as<float>();
     const float m = s_.momentum;
@@ -81,7 +84,9 @@ class CpuBatchNorm final : public BatchNorm {
                {DNNL_ARG_VARIANCE, mem(vec_md_, var_.data())},
                {DNNL_ARG_DIFF_SRC, mem(data_md_, dsrc.data)},
                {DNNL_ARG_DIFF_SCALE, mem(vec_md_, dg)},
-               {DNNL_ARG_DIFF_SHIFT, mem(vec_md_, db)}});
+               {DNNL_ARG_DIFF_SHIFT, mem(vec_md_, db)},
+               {DNNL_ARG_WORKSPACE, mem(train_pd_.workspace_desc(), workspace_.data())}});
+    // (Without a fused ReLU the workspace is empty and oneDNN reads none.)
     if (!accumulate) return;
     for (int64_t k = 0; k < s_.c; ++k) {
       dgamma[k] += dgamma_[size_t(k)];
@@ -93,15 +98,18 @@ class CpuBatchNorm final : public BatchNorm {
   // dst = gamma * (src - mean) / sqrt(var + eps) + beta, by a forward primitive
   // (training: it writes the batch's mean and var; inference: it reads them).
   void normalize(const char* op, const dnnl::primitive& p, ConstView src, ConstView gamma,
-                 ConstView beta, View dst, ConstView mean, ConstView var) {
+                 ConstView beta, View dst, ConstView mean, ConstView var, bool train = false) {
     check(op, {{"src", src}, {"dst", dst}},
           {{"gamma", gamma}, {"beta", beta}, {"mean", mean}, {"var", var}});
-    run(p, {{DNNL_ARG_SRC, mem(data_md_, src.data)},
-            {DNNL_ARG_SCALE, mem(vec_md_, gamma.data)},
-            {DNNL_ARG_SHIFT, mem(vec_md_, beta.data)},
-            {DNNL_ARG_DST, mem(data_md_, dst.data)},
-            {DNNL_ARG_MEAN, mem(vec_md_, mean.data)},
-            {DNNL_ARG_VARIANCE, mem(vec_md_, var.data)}});
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, mem(data_md_, src.data)},
+                                            {DNNL_ARG_SCALE, mem(vec_md_, gamma.data)},
+                                            {DNNL_ARG_SHIFT, mem(vec_md_, beta.data)},
+                                            {DNNL_ARG_DST, mem(data_md_, dst.data)},
+                                            {DNNL_ARG_MEAN, mem(vec_md_, mean.data)},
+                                            {DNNL_ARG_VARIANCE, mem(vec_md_, var.data)}};
+    if (train && s_.relu)
+      args[DNNL_ARG_WORKSPACE] = mem(train_pd_.workspace_desc(), workspace_.data());
+    run(p, args);
   }
 
   // Data operands are of the shape's dtype; per-channel vectors are f32.
@@ -116,6 +124,7 @@ class CpuBatchNorm final : public BatchNorm {
   dnnl::batch_normalization_forward::primitive_desc train_pd_;
   dnnl::primitive train_, infer_, bwd_;
   std::vector<float> mean_, var_, dgamma_, dbeta_, zero_;
+  std::vector<uint8_t> workspace_;
 };
 
 }  // namespace
