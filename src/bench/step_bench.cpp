@@ -24,7 +24,7 @@ std::unique_ptr<Strategy> make_step_strategy(const StepBenchConfig& cfg, comm::C
                                              nn::Model& model, Optimizer& opt) {
   const int world = comm ? comm->size() : 1;
   RunSettings run;
-  run.model = nn::find_model(cfg.model);
+  run.model = nn::find_model(cfg.model, cfg.seq, cfg.vocab);
   run.batch = cfg.batch;
   run.precision = cfg.precision.resolve();
   cfg.strategies->check(cfg.parallel, run, world);
@@ -41,6 +41,23 @@ std::unique_ptr<Strategy> make_step_strategy(const StepBenchConfig& cfg, comm::C
                      "--peer pytorch: --parallel ", cfg.parallel,
                      " has no PyTorch counterpart in bench step (use bench strategies)");
   return strategy;
+}
+
+// One batch of synthetic input for `model`: random images, or random token
+// ids with random next-token targets.
+Dataset synthetic_batch(const nn::Model& model, int64_t n) {
+  const Shape& in = model.input_shape();
+  if (model.spec().input.kind == nn::InputKind::kImage)
+    return make_synthetic(n, int(in[0]), int(in[1]), int(in[2]), 10, 7);
+  Dataset d;
+  d.images = Tensor::empty({n, in[0]}, DType::kI32);
+  Rng rng(7);
+  const uint64_t v = uint64_t(model.num_classes());
+  for (int64_t i = 0; i < d.images.numel(); ++i) d.images.i32()[i] = int32_t(rng.below(v));
+  d.labels.resize(size_t(d.images.numel()));
+  for (auto& l : d.labels) l = int32_t(rng.below(v));
+  d.num_classes = model.num_classes();
+  return d;
 }
 
 struct Timing {
@@ -114,9 +131,8 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
                      "--precision fp16: --peer pytorch has no fp16 on the CPU (its autocast "
                      "runs bf16 only); use --precision bf16 or fp32, or drop --peer");
   omp_set_num_threads(cfg.threads);
-  auto model = nn::make_model(cfg.model, 0);
-  const Shape& in = model->input_shape();
-  Dataset d = make_synthetic(cfg.batch, int(in[0]), int(in[1]), int(in[2]), 10, 7);
+  auto model = nn::build_model(nn::find_model(cfg.model, cfg.seq, cfg.vocab), 0);
+  Dataset d = synthetic_batch(*model, cfg.batch);
   auto opt = make_optimizer("adam", 0, 0);
   auto strategy = make_step_strategy(cfg, comm, *model, *opt);
   const Timing t = time_steps(cfg, comm, *strategy, d);

@@ -14,6 +14,7 @@ namespace cohort {
 
 struct StepBenchConfig {
   std::string model = "mnist-small";
+  int64_t seq = 0, vocab = 0;  // token models: context and vocabulary (0: the model's)
   int64_t batch = 128;
   int threads = 1;
   int steps = 20;

@@ -30,6 +30,8 @@ using namespace cohort;
 
 void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--model", c.model, "model name (see `cohort models`)");
+  app.add_option("--seq", c.seq, "token models: context length (default: the model's)");
+  app.add_option("--vocab", c.vocab, "token models: vocabulary size (256: bytes)");
   app.add_option("--data", c.data, "fashion-mnist | mnist | cifar10 | synthetic");
   app.add_option("--data-dir", c.data_dir, "folder holding the dataset files");
   app.add_option("--epochs", c.epochs);
@@ -115,8 +117,7 @@ int launch_workers(int argc, char** argv, int workers, int threads) {
 int list_models() {
   std::printf("%-12s %12s  %s\n", "model", "parameters", "description");
   for (auto& spec : nn::model_zoo()) {
-    auto m = nn::build_model(spec, 0);
-    std::printf("%-12s %12lld  %s\n", spec->name.c_str(), (long long)m->num_params(),
+    std::printf("%-12s %12lld  %s\n", spec->name.c_str(), (long long)nn::count_params(*spec),
                 spec->description.c_str());
   }
   return 0;
@@ -144,6 +145,8 @@ struct Commands {
 
 void add_step(CLI::App& step, StepBenchConfig& c) {
   step.add_option("--model", c.model);
+  step.add_option("--seq", c.seq, "token models: context length (default: the model's)");
+  step.add_option("--vocab", c.vocab, "token models: vocabulary size");
   step.add_option("--batch", c.batch);
   step.add_option("--threads", c.threads);
   step.add_option("--steps", c.steps);

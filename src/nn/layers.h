@@ -72,9 +72,14 @@ class ConvPool final : public Module {
 // src {..., I} -> dst {..., O}, as PyTorch's nn.Linear: leading dimensions
 // (batch, sequence) are flattened into the rows of one matrix product.
 // Optional fused ReLU.
+struct LinearOptions {
+  bool bias = true;
+  float init_std = 0;   // > 0: weights from normal(0, init_std), biases zero (GPT-2)
+  std::string tied_to;  // the weight is this earlier parameter's (GPT-2's lm_head: "wte.weight")
+};
 class Linear final : public Module {
  public:
-  Linear(int64_t in, int64_t out, bool relu = false);
+  Linear(int64_t in, int64_t out, bool relu = false, LinearOptions options = {});
   std::string type() const override { return "linear"; }
   Shape output_shape(const Shape& in) const override;
   // Per image: one product of in x out for each of its rows ({F}: 1, {T, F}: T).
@@ -88,6 +93,7 @@ class Linear final : public Module {
  private:
   int64_t in_, out_;
   bool relu_;
+  LinearOptions options_;
   Tensor weight_, dweight_, b_, db_;
   Tensor x_, y_, dy_relu_, dx_;  // x_ and y_ as {rows, I} and {rows, O}
   Shape x_shape_;

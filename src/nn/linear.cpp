@@ -3,11 +3,19 @@
 
 namespace cohort::nn {
 
-Linear::Linear(int64_t in, int64_t out, bool relu) : in_(in), out_(out), relu_(relu) {}
+Linear::Linear(int64_t in, int64_t out, bool relu, LinearOptions options)
+    : in_(in), out_(out), relu_(relu), options_(std::move(options)) {}
 
 std::vector<Module::Param> Linear::params() {
-  return {{"weight", {out_, in_}, Init::kUniformFanIn, in_, &weight_, &dweight_},
-          {"bias", {out_}, Init::kUniformFanIn, in_, &b_, &db_}};
+  const bool normal = options_.init_std > 0;
+  Param w{"weight", {out_, in_}, normal ? Init::kNormal : Init::kUniformFanIn, in_,
+          &weight_, &dweight_};
+  w.std = options_.init_std;
+  w.tied_to = options_.tied_to;
+  std::vector<Param> p = {w};
+  if (options_.bias)
+    p.push_back({"bias", {out_}, normal ? Init::kZeros : Init::kUniformFanIn, in_, &b_, &db_});
+  return p;
 }
 
 Shape Linear::output_shape(const Shape& in) const {

@@ -35,9 +35,6 @@ std::unique_ptr<Model> Model::view() {
   return m;
 }
 
-DType activation_dtype(DType precision) {
-  return precision == DType::kBF16 ? DType::kBF16 : DType::kF32;
-}
 
 const Tensor& cast_input(const Tensor& x, DType precision, Tensor& scratch) {
   if (x.dtype() != DType::kF32 || precision == DType::kF32) return x;

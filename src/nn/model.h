@@ -33,11 +33,10 @@ struct ModelSpec {
   std::function<std::unique_ptr<Sequential>()> layers;  // unbuilt
   // The loss the model trains with; softmax cross-entropy when empty.
   std::function<std::unique_ptr<Loss>()> loss;
+  // Token models: the same model at another context (seq) or vocabulary
+  // (0: unchanged); empty for models of images.
+  std::function<std::shared_ptr<const ModelSpec>(int64_t seq, int64_t vocab)> with_tokens;
 };
-
-// The dtype activations are stored in at a precision: bf16 for bf16, else f32
-// (fp16 is emulated on the CPU: f32 storage rounded to fp16 values).
-DType activation_dtype(DType precision);
 
 // The model's input at `precision`: f32 images become bf16 (or are rounded to
 // fp16 values) in `scratch`; token ids and f32 runs pass through.

@@ -52,6 +52,10 @@ void init_normal(const Tensor& t, float std, Rng& rng) {
   for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = std * rng.normal();
 }
 
+DType activation_dtype(DType precision) {
+  return precision == DType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+
 void ensure(Tensor& t, const Shape& shape, DType dtype) {
   if (t.data() && t.dtype() == dtype && t.shape() == shape) return;
   if (t.data() && t.dtype() == dtype && t.numel() == cohort::numel(shape)) {

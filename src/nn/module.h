@@ -99,6 +99,10 @@ class Module {
   int64_t buffer_begin_ = 0, buffer_end_ = 0;
 };
 
+// The dtype activations are stored in at a precision: bf16 for bf16, else f32
+// (fp16 is emulated on the CPU: f32 storage rounded to fp16 values).
+DType activation_dtype(DType precision);
+
 // Makes `t` a tensor of `shape` and `dtype`, reusing its memory when it fits.
 void ensure(Tensor& t, const Shape& shape, DType dtype = DType::kF32);
 

@@ -13,7 +13,8 @@ Sequential& Sequential::add(const std::string& name, std::unique_ptr<Module> m) 
 void Sequential::register_params(ParamRegistry& reg, const std::string& prefix) {
   param_begin_ = reg.params->size();
   buffer_begin_ = reg.buffers->size();
-  for (auto& [name, m] : children_) m->register_params(reg, prefix + name + ".");
+  // An unnamed child adds no level to its parameters' names (GPT-2's wte, wpe).
+  for (auto& [name, m] : children_) m->register_params(reg, name.empty() ? prefix : prefix + name + ".");
   param_end_ = reg.params->size();
   buffer_end_ = reg.buffers->size();
 }

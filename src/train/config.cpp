@@ -8,7 +8,7 @@ namespace cohort {
 
 RunSettings TrainConfig::run_settings() const {
   RunSettings r;
-  r.model = nn::find_model(model);
+  r.model = nn::find_model(model, seq, vocab);
   r.batch = batch;
   r.accumulate = accumulate;
   r.clip_norm = clip_norm;
@@ -19,7 +19,7 @@ RunSettings TrainConfig::run_settings() const {
 
 std::string TrainConfig::describe() const {
   std::ostringstream os;
-  os << "--model " << model << "\n--data " << data << "\n--data-dir " << data_dir
+  os << "--model " << model << "\n--seq " << seq << "\n--vocab " << vocab << "\n--data " << data << "\n--data-dir " << data_dir
      << "\n--epochs " << epochs << "\n--batch " << batch << "\n--lr " << lr << "\n--optimizer "
      << optimizer << "\n--momentum " << momentum << "\n--weight-decay " << weight_decay
      << "\n--lr-schedule " << schedule << "\n--warmup " << warmup_steps << "\n--clip " << clip_norm

@@ -13,6 +13,7 @@ namespace cohort {
 
 struct TrainConfig {
   std::string model = "mnist-small";
+  int64_t seq = 0, vocab = 0;  // token models: context and vocabulary (0: the model's)
   std::string data = "fashion-mnist";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 2;

@@ -51,14 +51,21 @@ void Report::epoch(const nlohmann::ordered_json& e) {
     j.update(e);
     std::fprintf(out_, "%s\n", j.dump().c_str());
   } else {
-    char test[64] = "";
-    if (e.contains("test_accuracy"))
+    char test[96] = "";
+    if (e.contains("test_perplexity"))
+      std::snprintf(test, sizeof test, ", test loss %.4f (perplexity %.2f), test acc %.4f",
+                    e["test_loss"].get<double>(), e["test_perplexity"].get<double>(),
+                    e["test_accuracy"].get<double>());
+    else if (e.contains("test_accuracy"))
       std::snprintf(test, sizeof test, ", test loss %.4f, test acc %.4f",
                     e["test_loss"].get<double>(), e["test_accuracy"].get<double>());
     std::fprintf(out_, "epoch %d: train loss %.4f, train acc %.4f%s, %.2f s, %.0f images/s\n",
                  e["epoch"].get<int>(), e["train_loss"].get<double>(),
                  e["train_accuracy"].get<double>(), test, e["seconds"].get<double>(),
                  e["images_per_second"].get<double>());
+    if (e.contains("tokens_per_second"))
+      std::fprintf(out_, "         %.0f tokens/s, train perplexity %.2f\n",
+                   e["tokens_per_second"].get<double>(), e["train_perplexity"].get<double>());
   }
   std::fflush(out_);
 }
@@ -87,9 +94,10 @@ void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::str
                    (long long)l["skipped"].get<int64_t>(), (long long)l["steps"].get<int64_t>());
     }
     std::fputs(strategy_text.c_str(), out_);
-    std::fprintf(out_, "accuracy per class:\n");
     auto& pc = s["per_class_accuracy"];
-    for (size_t c = 0; c < pc.size(); ++c)
+    // A vocabulary is no list of classes: no table of 50,257 lines.
+    if (pc.size() <= 100) std::fprintf(out_, "accuracy per class:\n");
+    for (size_t c = 0; c < pc.size() && pc.size() <= 100; ++c)
       std::fprintf(out_, "  %-12s %.4f\n",
                    c < class_names.size() ? class_names[c].c_str() : std::to_string(c).c_str(),
                    pc[c].get<double>());

@@ -117,7 +117,7 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   // An output that cannot be written is found now, not after an epoch's work.
   if (!cfg.save.empty()) check_writable("--save", cfg.save);
   Run run;
-  run.model = nn::make_model(cfg.model, cfg.seed);
+  run.model = nn::build_model(nn::find_model(cfg.model, cfg.seq, cfg.vocab), cfg.seed);
   run.data = load_data(cfg, *run.model);
   COHORT_INPUT_CHECK(cfg.batch <= run.data.train.size() * cfg.repeat, "--batch ", cfg.batch,
                      " exceeds the ", run.data.train.size() * cfg.repeat, " training images of --data ",
@@ -204,6 +204,14 @@ void check_weights(const TrainConfig& cfg, Run& run, int epoch) {
                                cfg.save.empty() ? "" : ", " + cfg.save + " kept as it was"));
 }
 
+// Token models: losses are nats per token, so also perplexities, and tokens/s.
+void add_token_figures(const nn::Model& model, nlohmann::ordered_json& line) {
+  if (model.spec().input.kind != nn::InputKind::kTokens) return;
+  line["train_perplexity"] = std::exp(line["train_loss"].get<double>());
+  if (line.contains("test_loss")) line["test_perplexity"] = std::exp(line["test_loss"].get<double>());
+  line["tokens_per_second"] = line["images_per_second"].get<double>() * double(model.input_shape()[0]);
+}
+
 // The fp16 loss scaler's state for a checkpoint ("" when none).
 std::string scale_state(Strategy& s) {
   const LossScaler* scaler = s.loss_scaler();
@@ -267,6 +275,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     }
     line["seconds"] = totals.epoch_seconds.back();
     line["images_per_second"] = totals.epoch_ips.back();
+    add_token_figures(*run.model, line);
     report.epoch(line);
     check_weights(cfg, run, epoch);
     if (!cfg.save.empty())  // collective: rank 0 gathers the optimizer state and writes

@@ -130,7 +130,8 @@ TEST(ModuleZooNames, ListAndUnknownModel) {
   std::vector<std::string> names;
   for (const auto& s : nn::model_zoo()) names.push_back(s->name);
   EXPECT_EQ(names, (std::vector<std::string>{"mnist-small", "mnist-large", "lenet", "vgg16",
-                                             "resnet50", "resnet101", "resnet152"}));
+                                             "resnet50", "resnet101", "resnet152", "gpt2-tiny",
+                                             "gpt2", "gpt2-medium", "gpt2-large"}));
   EXPECT_THROW(nn::make_model("resnet18"), InputError);
   // torchvision parameter names, so checkpoints map onto PyTorch's.
   auto m = nn::make_model("mnist-small");

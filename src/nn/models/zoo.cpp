@@ -39,6 +39,11 @@ const std::vector<std::shared_ptr<const ModelSpec>>& model_zoo() {
       spec("resnet50", "ResNet-50, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(50); }),
       spec("resnet101", "ResNet-101, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(101); }),
       spec("resnet152", "ResNet-152, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(152); }),
+      // GPT-2 as Hugging Face and llm.c define it; gpt2-tiny reads bytes, for tests.
+      gpt2_spec("gpt2-tiny", "GPT-2 for tests", {4, 64, 4, 256, 64}),
+      gpt2_spec("gpt2", "GPT-2 124M", {12, 768, 12, 50257, 1024}),
+      gpt2_spec("gpt2-medium", "GPT-2 355M", {24, 1024, 16, 50257, 1024}),
+      gpt2_spec("gpt2-large", "GPT-2 774M", {36, 1280, 20, 50257, 1024}),
   };
   return kZoo;
 }
@@ -54,6 +59,24 @@ std::shared_ptr<const ModelSpec> find_model(const std::string& name) {
 
 std::unique_ptr<Model> make_model(const std::string& name, uint64_t seed) {
   return build_model(find_model(name), seed);
+}
+
+std::shared_ptr<const ModelSpec> find_model(const std::string& name, int64_t seq,
+                                            int64_t vocab) {
+  auto spec = find_model(name);
+  if (seq == 0 && vocab == 0) return spec;
+  COHORT_INPUT_CHECK(spec->with_tokens, seq ? "--seq" : "--vocab", ": --model ", name,
+                     " reads images, not token sequences");
+  COHORT_INPUT_CHECK(seq >= 0 && seq <= 65536, "--seq must be 1..65536, got ", seq);
+  COHORT_INPUT_CHECK(vocab >= 0 && vocab <= (1 << 24), "--vocab must be 1..16777216, got ", vocab);
+  return spec->with_tokens(seq, vocab);
+}
+
+int64_t count_params(const ModelSpec& spec) {
+  Arena params, buffers;
+  ParamRegistry reg{&params, &buffers};
+  spec.layers()->register_params(reg, "");
+  return params.size();
 }
 
 }  // namespace cohort::nn
