@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .amp import at_least_f32
+
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, c, heads, device):
@@ -28,7 +30,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, hs).transpose(1, 2) for z in (q, k, v))  # B x NH x T x HS
         # Scores and softmax in f32 (under bf16 autocast the matmuls are bf16).
-        att = (q @ k.transpose(-2, -1)).float() * (1.0 / math.sqrt(hs))  # B x NH x T x T
+        att = at_least_f32(q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # B x NH x T x T
         future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
         att = att.masked_fill(future, float("-inf")).softmax(dim=-1).to(v.dtype)
         y = (att @ v).transpose(1, 2).reshape(b, t, c)
