@@ -32,8 +32,9 @@ context 64), gpt2 124,439,808, gpt2-medium 354,823,168, gpt2-large 774,030,080
 (vocab 50257, context 1024). Checked by hand: grads' fp32 loss on gpt2-tiny at
 init is ~log(256) and equals an independent numpy forward over the hf-export
 file (which thus has the Conv1D layout right); its gradients, wte's included,
-match central differences in float64 to ~2e-6; hf-export of gpt2 holds the
-same 160 tensors and 548,090,880 data bytes as the Hub's gpt2 file.
+match central differences in float64 to ~2e-6; hf-export of gpt2 writes 160
+tensors (148 parameters, 12 masks), 548,090,880 data bytes: the ~548 MB of
+the Hub's gpt2 model.safetensors (not compared tensor by tensor: no network).
 
 The models mirror the ones cohort builds, with identical parameter names
 (state_dict keys). Only stdout carries the result (one JSON line); everything
