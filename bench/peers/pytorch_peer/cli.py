@@ -7,7 +7,7 @@ stderr, exit 2); the thread variables are set before commands.py imports torch.
 import argparse
 
 from .common import die, require_at_least, set_thread_env
-from .models import check_model
+from .models import check_dims, check_model, is_token_model
 
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"  # Debian's fashion-mnist data
 
@@ -15,6 +15,7 @@ FASHION_DIR = "/usr/share/datasets/fashion-mnist"  # Debian's fashion-mnist data
 def add_model_commands(sub):
     p = sub.add_parser("count", help="print trainable parameter count")
     p.add_argument("--model", required=True)
+    add_dims(p)
 
     p = sub.add_parser("step", help="time training steps on synthetic data")
     p.add_argument("--model", required=True)
@@ -25,6 +26,7 @@ def add_model_commands(sub):
     p.add_argument("--world", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     add_precision(p)
+    add_dims(p)
 
     p = sub.add_parser("grads", help="gradients of mean cross-entropy loss")
     p.add_argument("--model", required=True)
@@ -33,6 +35,25 @@ def add_model_commands(sub):
     p.add_argument("--out", required=True)
     p.add_argument("--threads", type=int, default=1)
     add_precision(p)
+    add_dims(p)
+
+    p = sub.add_parser("hf-export", help="cohort's GPT-2 weights as a Hugging Face "
+                       "GPT-2 model.safetensors")
+    p.add_argument("--model", required=True)
+    p.add_argument("--weights", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--no-attn-bias", action="store_true",
+                   help="leave out the h.{i}.attn.bias causal-mask buffers that "
+                   "the Hub's gpt2 files carry (newer save_pretrained omits them)")
+    add_dims(p)
+
+
+def add_dims(p):
+    p.add_argument("--vocab", type=int, default=0,
+                   help="token models: vocabulary size (default: the model's)")
+    p.add_argument("--seq", type=int, default=0,
+                   help="token models: context length, and step's sequence length "
+                   "(default: the model's)")
 
 
 def add_allreduce_command(sub):
@@ -82,6 +103,7 @@ def check_precision(args):
 
 def check_step(args):
     check_model(args.model)
+    check_dims(args)
     check_precision(args)
     require_at_least(args, ("batch", "threads", "steps", "world"))
     require_at_least(args, ("warmup",), low=0)
@@ -90,6 +112,8 @@ def check_step(args):
 
 def check_train(args):
     check_model(args.model)
+    if is_token_model(args.model):
+        die("train takes image models; time %s with step" % args.model)
     check_precision(args)
     require_at_least(args, ("batch", "threads", "epochs", "world", "repeat",
                             "pipe_stages", "micro_batches"))
@@ -121,18 +145,29 @@ def check_allreduce(args):
 
 def check_grads(args):
     check_model(args.model)
+    check_dims(args)
     check_precision(args)
     return max(1, args.threads)
 
 
 def check_count(args):
     check_model(args.model)
+    check_dims(args)
+    return 1
+
+
+def check_hf_export(args):
+    check_model(args.model)
+    if not is_token_model(args.model):
+        die("hf-export takes GPT-2 models, not %s" % args.model)
+    check_dims(args)
     return 1
 
 
 # command -> its checks, which return the intra-op threads it runs with
 CHECKS = {"count": check_count, "step": check_step, "grads": check_grads,
-          "allreduce-bench": check_allreduce, "train": check_train}
+          "allreduce-bench": check_allreduce, "train": check_train,
+          "hf-export": check_hf_export}
 
 
 def main(argv=None):

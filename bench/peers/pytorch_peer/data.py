@@ -1,6 +1,7 @@
 """Training data as `cohort train` reads it: Fashion-MNIST from Debian's idx
 files, or synthetic images (Gaussian pixels, uniform labels) of the model's
-input shape. Tensors are NCHW float32 images and int64 labels.
+input shape. Tensors are NCHW float32 images and int64 labels; for token
+models, int64 ids {B, T} and next-token targets {B, T} (synthetic only).
 """
 
 import gzip
@@ -20,6 +21,14 @@ def random_images(n, shape, g):
     """n images of `shape` (C, H, W) and n labels in [0, 10), drawn from g."""
     x = torch.randn((n,) + tuple(shape), generator=g)
     y = torch.randint(0, 10, (n,), generator=g)
+    return x, y
+
+
+def random_tokens(n, t, vocab, g):
+    """n sequences of t token ids in [0, vocab) and their n x t targets, drawn
+    from g (uniform: step times the model, not what it learns)."""
+    x = torch.randint(0, vocab, (n, t), generator=g)
+    y = torch.randint(0, vocab, (n, t), generator=g)
     return x, y
 
 

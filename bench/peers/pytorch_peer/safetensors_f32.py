@@ -12,24 +12,26 @@ import numpy as np
 from .common import die
 
 
-def write_safetensors(path, tensors):
-    """tensors: list of (name, numpy array) or dict; stored as F32 little-endian."""
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: list of (name, numpy array) or dict; stored as F32 little-endian,
+    in that order. metadata: optional str -> str, the header's __metadata__."""
     items = list(tensors.items()) if isinstance(tensors, dict) else list(tensors)
-    header, blobs, off = {}, [], 0
+    header, arrays, off = {}, [], 0
+    if metadata:
+        header["__metadata__"] = dict(metadata)
     for name, arr in items:
-        a = np.ascontiguousarray(np.asarray(arr, dtype="<f4"))
-        b = a.tobytes()
+        a = np.ascontiguousarray(np.asarray(arr, dtype="<f4"))  # no copy if already so
         header[name] = {"dtype": "F32", "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
+                        "data_offsets": [off, off + a.nbytes]}
+        arrays.append(a)
+        off += a.nbytes
     hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
     hj += b" " * ((8 - len(hj) % 8) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(hj)))
         f.write(hj)
-        for b in blobs:
-            f.write(b)
+        for a in arrays:
+            f.write(a.data)  # a's buffer, not a bytes copy (gpt2-large is 3 GB)
 
 
 def read_safetensors(path):

@@ -2,7 +2,8 @@
 
 A step is zero_grad, forward, mean cross-entropy, backward, Adam(lr=1e-3,
 eps=1e-7), as `cohort train`; with --precision bf16 forward and loss run under
-CPU autocast (amp.py). With world > 1 the model is wrapped in DDP over
+CPU autocast (amp.py). Token models (gpt2*) step on random ids, every position
+a target; train takes image models only. With world > 1 the model is wrapped in DDP over
 dist.py's gloo group; with --pipe-stages in stages.py's Pipe.
 """
 
@@ -13,21 +14,20 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.distributed import rpc
 from torch.nn.parallel import DistributedDataParallel
 
-from .amp import autocast
+from .amp import autocast, mean_cross_entropy
 from .common import die, log
-from .data import batches, epoch_order, load_train_data, random_images
-from .models import MNIST, build_model, input_shape
+from .data import batches, epoch_order, load_train_data, random_images, random_tokens
+from .models import MNIST, build_model, gpt2_config, input_shape, is_token_model
 from .stages import make_pipe
 
 
-def build_trainer(name, seed, ddp):
+def build_trainer(name, seed, ddp, vocab=0, seq=0):
     """(net, model): the seeded net, and model, the net under DDP if ddp."""
     torch.manual_seed(seed)  # same init on every rank (DDP also broadcasts)
-    net = build_model(name)
+    net = build_model(name, vocab, seq)
     net.train()
     return net, (DistributedDataParallel(net) if ddp else net)
 
@@ -51,7 +51,7 @@ def run_steps(model, opt, data, precision, pipe=False):
         opt.zero_grad()
         with autocast(precision):
             out = model(xy[0])
-            loss = F.cross_entropy(out.local_value() if pipe else out, xy[1])
+            loss = mean_cross_entropy(out.local_value() if pipe else out, xy[1])
         loss.backward()
         opt.step()
         data_s += t2 - t1
@@ -59,14 +59,27 @@ def run_steps(model, opt, data, precision, pipe=False):
         steps += 1
 
 
+def peak_rss_mb():
+    """This process's peak resident set so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def synthetic_batch(a, rank):
+    """One random batch of a["batch"] images, or of sequences of a["seq"] tokens."""
+    g = torch.Generator().manual_seed(a["seed"] * 1000 + rank + 1)
+    if is_token_model(a["model"]):
+        _, _, _, vocab, t = gpt2_config(a["model"], a["vocab"], a["seq"])
+        return random_tokens(a["batch"], t, vocab, g)
+    return random_images(a["batch"], input_shape(a["model"]), g)
+
+
 def step_rank(rank, world, a, results):
     """`step`: a["steps"] timed steps on one synthetic batch, after a["warmup"];
-    puts (rank, seconds) on results."""
+    puts (rank, seconds, peak RSS in MiB) on results."""
     ddp = world > 1
-    _, model = build_trainer(a["model"], a["seed"], ddp)
+    _, model = build_trainer(a["model"], a["seed"], ddp, a["vocab"], a["seq"])
     opt = adam(model)
-    x, y = random_images(a["batch"], input_shape(a["model"]),
-                         torch.Generator().manual_seed(a["seed"] * 1000 + rank + 1))
+    x, y = synthetic_batch(a, rank)
     run_steps(model, opt, itertools.repeat((x, y), a["warmup"]), a["precision"])
     if ddp:
         dist.barrier()
@@ -76,7 +89,7 @@ def step_rank(rank, world, a, results):
     if ddp:
         dist.barrier()
     log("rank %d: %d steps in %.3fs, last loss %.4f" % (rank, a["steps"], elapsed, float(loss)))
-    results.put((rank, elapsed))
+    results.put((rank, elapsed, peak_rss_mb()))
 
 
 def test_accuracy(net, vx, vy, precision):
@@ -148,7 +161,7 @@ def summary(a, world, run):
         "epoch_seconds": run["epoch_seconds"],
         "epoch_images_per_second": run["epoch_ips"],
         "images_per_second": run["images"] / sum(run["epoch_seconds"]),
-        "peak_memory_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "peak_memory_mb": peak_rss_mb(),
         # Per step on rank 0. DDP reduces gradients inside backward, so its
         # communication is part of "compute" here.
         "step_seconds": {"total": (data_s + compute_s) / steps,
