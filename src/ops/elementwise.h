@@ -1,7 +1,7 @@
-// Elementwise ops over flat buffers: ReLU, residual add, dropout, and the
+// Elementwise ops over flat buffers: ReLU, GELU, residual add, dropout, and the
 // NHWC <-> NCHW transposes a flatten needs (so fc weights match PyTorch's order).
-// Operands are typed views (core/tensor.h). The arithmetic runs f32 only (an
-// Error names the op and dtype otherwise); the transposes move any dtype.
+// Operands are typed views (core/tensor.h) of f32 or bf16, with f32 arithmetic
+// (an Error names the op and dtype otherwise); the transposes move any dtype.
 #pragma once
 #include <cstdint>
 
@@ -13,6 +13,11 @@ namespace cohort::ops {
 void relu_forward(ConstView src, View dst, int64_t n);
 // dsrc = ddst * (dst > 0), from the forward output; dsrc may alias ddst.
 void relu_backward(ConstView ddst, ConstView dst, View dsrc, int64_t n);
+
+// GELU, tanh approximation (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// dsrc = ddst * gelu'(src); dsrc may alias ddst.
+void gelu_forward(ConstView src, View dst, int64_t n);
+void gelu_backward(ConstView ddst, ConstView src, View dsrc, int64_t n);
 
 void add(ConstView a, ConstView b, View dst, int64_t n);
 void add_inplace(View dst, ConstView src, int64_t n);  // dst += src

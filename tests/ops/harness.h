@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <numeric>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -152,7 +154,16 @@ struct OpCase {
 // namespace, or test names carry the struct's bytes).
 inline void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
+// "_n3_h7..." from the case's dimensions.
+inline std::string name_of(std::initializer_list<std::pair<const char*, int64_t>> kv) {
+  std::ostringstream os;
+  for (auto& [k, v] : kv) os << "_" << k << v;
+  return os.str();
+}
+
 // Every op, several shapes each, in f32 and in bf16 (op_cases.cpp).
 std::vector<OpCase> all_cases();
+// The transformer ops' cases, added to the table by all_cases (transformer_cases.cpp).
+void transformer_cases(std::vector<OpCase>& cases);
 
 }  // namespace cohort::op_harness

@@ -383,14 +383,6 @@ class LossHarness : public OpHarness {
   std::vector<int32_t> labels_;
 };
 
-
-// "_n3_h7..." from the case's dimensions.
-std::string name_of(std::initializer_list<std::pair<const char*, int64_t>> kv) {
-  std::ostringstream os;
-  for (auto& [k, v] : kv) os << "_" << k << v;
-  return os.str();
-}
-
 void conv_cases(std::vector<OpCase>& cases) {
   struct Conv {
     int64_t n, h, w, ci, co, k, stride, pad;
@@ -536,7 +528,7 @@ void loss_cases(std::vector<OpCase>& cases) {
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   for (auto add : {conv_cases, linear_cases, pool_cases, batch_norm_and_relu_cases,
-                   dropout_and_transpose_cases, loss_cases})
+                   dropout_and_transpose_cases, loss_cases, transformer_cases})
     add(cases);
   // The same table in bf16.
   const size_t n_f32 = cases.size();

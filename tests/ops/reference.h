@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/attention.h"
 #include "ops/batch_norm.h"
 #include "ops/conv2d.h"
+#include "ops/embedding.h"
+#include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "ops/pool.h"
 
@@ -67,6 +70,26 @@ void dropout2d_apply(const float* x, const float* mask, float* y, int64_t n, int
                      int64_t c);
 void nhwc_to_nchw(const float* x, float* y, int64_t n, int64_t h, int64_t w, int64_t c);
 void nchw_to_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t h, int64_t w);
+
+// ---- transformer ops (GPT-2's, as llm.c writes them)
+// embedding: y {B,T,C} = wte[ids] + wpe[t]; backward overwrites dwte {V,C}
+// (zero for unseen tokens) and dwpe's first T rows.
+void embedding_forward(const ops::EmbeddingShape& s, const int32_t* ids, const float* wte,
+                       const float* wpe, float* y);
+void embedding_backward(const ops::EmbeddingShape& s, const int32_t* ids, const float* dy,
+                        float* dwte, float* dwpe);
+// layer-norm over rows of C, biased variance, y = gamma * xhat + beta.
+void layer_norm_forward(const ops::LayerNormShape& s, const float* x, const float* gamma,
+                        const float* beta, float* y);
+void layer_norm_backward(const ops::LayerNormShape& s, const float* x, const float* dy,
+                         const float* gamma, float* dx, float* dgamma, float* dbeta);
+// GELU, tanh approximation.
+void gelu_forward(const float* x, float* y, int64_t n);
+void gelu_backward(const float* dy, const float* x, float* dx, int64_t n);
+// Causal self-attention over qkv {B,T,3C} -> out {B,T,C}; dqkv overwritten.
+void attention_forward(const ops::AttentionShape& s, const float* qkv, float* out);
+void attention_backward(const ops::AttentionShape& s, const float* qkv, const float* dout,
+                        float* dqkv);
 
 // ---- softmax cross-entropy over logits {N,K}; dlogits (if non-null) is the
 // gradient of grad_scale * loss_sum.

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "ops/reference.h"
 
@@ -301,6 +303,182 @@ void nchw_to_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t h, int
       for (int64_t iw = 0; iw < w; ++iw)
         for (int64_t ic = 0; ic < c; ++ic)
           y[((in * h + ih) * w + iw) * c + ic] = x[((in * c + ic) * h + ih) * w + iw];
+}
+
+// ---------------------------------------------------------------- transformer ops
+
+void embedding_forward(const ops::EmbeddingShape& s, const int32_t* ids, const float* wte,
+                       const float* wpe, float* y) {
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t t = 0; t < s.t; ++t)
+      for (int64_t c = 0; c < s.c; ++c)
+        y[(b * s.t + t) * s.c + c] =
+            float(double(wte[ids[b * s.t + t] * s.c + c]) + double(wpe[t * s.c + c]));
+}
+
+void embedding_backward(const ops::EmbeddingShape& s, const int32_t* ids, const float* dy,
+                        float* dwte, float* dwpe) {
+  std::vector<double> tok(size_t(s.vocab * s.c), 0.0), pos(size_t(s.t * s.c), 0.0);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t t = 0; t < s.t; ++t)
+      for (int64_t c = 0; c < s.c; ++c) {
+        const double g = dy[(b * s.t + t) * s.c + c];
+        tok[size_t(ids[b * s.t + t] * s.c + c)] += g;
+        pos[size_t(t * s.c + c)] += g;
+      }
+  for (size_t i = 0; i < tok.size(); ++i) dwte[i] = float(tok[i]);
+  for (size_t i = 0; i < pos.size(); ++i) dwpe[i] = float(pos[i]);
+}
+
+namespace {
+// Mean and 1/sqrt(biased variance + eps) of one row.
+std::pair<double, double> row_stats(const float* x, int64_t c, float eps) {
+  double sum = 0;
+  for (int64_t k = 0; k < c; ++k) sum += x[k];
+  const double mean = sum / double(c);
+  double sq = 0;
+  for (int64_t k = 0; k < c; ++k) sq += (x[k] - mean) * (x[k] - mean);
+  return {mean, 1.0 / std::sqrt(sq / double(c) + double(eps))};
+}
+}  // namespace
+
+void layer_norm_forward(const ops::LayerNormShape& s, const float* x, const float* gamma,
+                        const float* beta, float* y) {
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const float* xr = x + r * s.c;
+    const auto [mean, rstd] = row_stats(xr, s.c, s.eps);
+    for (int64_t k = 0; k < s.c; ++k)
+      y[r * s.c + k] = float(double(gamma[k]) * (xr[k] - mean) * rstd + double(beta[k]));
+  }
+}
+
+void layer_norm_backward(const ops::LayerNormShape& s, const float* x, const float* dy,
+                         const float* gamma, float* dx, float* dgamma, float* dbeta) {
+  // Per row, with xhat = (x - mean) rstd and g = gamma * dy:
+  //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat));
+  // dgamma = sum over rows of dy * xhat, dbeta = sum of dy.
+  std::vector<double> dg(size_t(s.c), 0.0), db(size_t(s.c), 0.0);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const float* xr = x + r * s.c;
+    const float* dyr = dy + r * s.c;
+    const auto [mean, rstd] = row_stats(xr, s.c, s.eps);
+    double sum_g = 0, sum_g_xhat = 0;
+    for (int64_t k = 0; k < s.c; ++k) {
+      const double xhat = (xr[k] - mean) * rstd, g = double(gamma[k]) * dyr[k];
+      sum_g += g;
+      sum_g_xhat += g * xhat;
+      dg[size_t(k)] += dyr[k] * xhat;
+      db[size_t(k)] += dyr[k];
+    }
+    for (int64_t k = 0; k < s.c; ++k) {
+      const double xhat = (xr[k] - mean) * rstd, g = double(gamma[k]) * dyr[k];
+      dx[r * s.c + k] =
+          float(rstd * (g - sum_g / double(s.c) - xhat * sum_g_xhat / double(s.c)));
+    }
+  }
+  for (int64_t k = 0; k < s.c; ++k) dgamma[k] = float(dg[size_t(k)]), dbeta[k] = float(db[size_t(k)]);
+}
+
+namespace {
+constexpr double kGeluScale = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kGeluCube = 0.044715;
+}  // namespace
+
+void gelu_forward(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y[i] = float(0.5 * v * (1.0 + std::tanh(kGeluScale * (v + kGeluCube * v * v * v))));
+  }
+}
+
+void gelu_backward(const float* dy, const float* x, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i], u = kGeluScale * (v + kGeluCube * v * v * v), th = std::tanh(u);
+    const double du = kGeluScale * (1.0 + 3.0 * kGeluCube * v * v);
+    dx[i] = float(dy[i] * (0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du));
+  }
+}
+
+namespace {
+// Probabilities att[b][h][i][j] (j <= i; 0 above the diagonal) of causal
+// attention, as llm.c's attention_forward computes them.
+std::vector<double> attention_probs(const ops::AttentionShape& s, const float* qkv) {
+  const int64_t T = s.t, C = s.c, NH = s.heads, HS = s.head_size();
+  const double scale = 1.0 / std::sqrt(double(HS));
+  std::vector<double> att(size_t(s.b * NH * T * T), 0.0);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const float* q = qkv + (b * T + i) * 3 * C + h * HS;
+        double* a = att.data() + ((b * NH + h) * T + i) * T;
+        double mx = -1e300;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float* k = qkv + (b * T + j) * 3 * C + C + h * HS;
+          double dot = 0;
+          for (int64_t d = 0; d < HS; ++d) dot += double(q[d]) * double(k[d]);
+          a[j] = dot * scale;
+          mx = std::max(mx, a[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j) sum += (a[j] = std::exp(a[j] - mx));
+        for (int64_t j = 0; j <= i; ++j) a[j] /= sum;
+      }
+  return att;
+}
+}  // namespace
+
+void attention_forward(const ops::AttentionShape& s, const float* qkv, float* out) {
+  const int64_t T = s.t, C = s.c, NH = s.heads, HS = s.head_size();
+  const std::vector<double> att = attention_probs(s, qkv);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t d = 0; d < HS; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j <= i; ++j)
+            acc += att[size_t(((b * NH + h) * T + i) * T + j)] *
+                   double(qkv[(b * T + j) * 3 * C + 2 * C + h * HS + d]);
+          out[(b * T + i) * C + h * HS + d] = float(acc);
+        }
+}
+
+void attention_backward(const ops::AttentionShape& s, const float* qkv, const float* dout,
+                        float* dqkv) {
+  const int64_t T = s.t, C = s.c, NH = s.heads, HS = s.head_size();
+  const double scale = 1.0 / std::sqrt(double(HS));
+  const std::vector<double> att = attention_probs(s, qkv);
+  std::vector<double> acc(static_cast<size_t>(s.b * T * 3 * C), 0.0);
+  std::vector<double> datt(static_cast<size_t>(T));
+  // Offset of head h of part (0 q, 1 k, 2 v) at token (b, t) in qkv {B, T, 3C}.
+  auto q = [&](int64_t b, int64_t t, int64_t h, int64_t part) {
+    return (b * T + t) * 3 * C + part * C + h * HS;
+  };
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const double* a = att.data() + ((b * NH + h) * T + i) * T;
+        const float* dy = dout + (b * T + i) * C + h * HS;
+        // datt = dout v^T; dv += att^T dout.
+        double dot_sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double d = 0;
+          for (int64_t e = 0; e < HS; ++e) {
+            d += double(dy[e]) * double(qkv[q(b, j, h, 2) + e]);
+            acc[size_t(q(b, j, h, 2) + e)] += a[j] * double(dy[e]);
+          }
+          datt[size_t(j)] = d;
+          dot_sum += a[j] * d;
+        }
+        // Softmax backward, then the scaled scores' products.
+        for (int64_t j = 0; j <= i; ++j) {
+          const double dpre = a[j] * (datt[size_t(j)] - dot_sum) * scale;
+          for (int64_t e = 0; e < HS; ++e) {
+            acc[size_t(q(b, i, h, 0) + e)] += dpre * double(qkv[q(b, j, h, 1) + e]);
+            acc[size_t(q(b, j, h, 1) + e)] += dpre * double(qkv[q(b, i, h, 0) + e]);
+          }
+        }
+      }
+  for (size_t i = 0; i < acc.size(); ++i) dqkv[i] = float(acc[i]);
 }
 
 // ---------------------------------------------------------------- loss

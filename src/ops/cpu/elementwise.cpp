@@ -47,6 +47,60 @@ void relu_backward(ConstView ddst_v, ConstView dst_v, View dsrc_v, int64_t n) {
   });
 }
 
+// GELU runs oneDNN's jit eltwise_gelu_tanh (vectorized tanh; bf16 loaded and
+// stored, f32 math): a plain loop's std::tanh does not vectorize without
+// -ffast-math. One forward and one backward primitive per (n, dtype), cached.
+namespace {
+
+struct GeluPrims {
+  cpu::memory::desc md;
+  dnnl::primitive fwd, bwd;
+};
+
+GeluPrims& gelu_prims(DType dtype, int64_t n) {
+  static std::mutex mu;
+  static std::map<std::pair<int64_t, int>, GeluPrims> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = cache.try_emplace({n, int(dtype)});
+  GeluPrims& p = it->second;
+  if (!fresh) return p;
+  p.md = cpu::memory::desc({n}, cpu::dnnl_type(dtype), cpu::Tag::a);
+  try {
+    COHORT_DNNL({
+      const auto alg = dnnl::algorithm::eltwise_gelu_tanh;
+      const dnnl::eltwise_forward::primitive_desc fwd_pd(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, p.md), cpu::engine());
+      p.fwd = dnnl::eltwise_forward(fwd_pd);
+      p.bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+          dnnl::eltwise_backward::desc(alg, p.md, p.md), cpu::engine(), fwd_pd));
+    });
+  } catch (...) {
+    cache.erase(it);
+    throw;
+  }
+  return p;
+}
+
+}  // namespace
+
+void gelu_forward(ConstView src, View dst, int64_t n) {
+  cpu::require_compute_dtype("gelu forward", src.dtype);
+  check_operands("gelu forward", src.dtype, {{"src", src}, {"dst", dst}});
+  if (n == 0) return;
+  GeluPrims& p = gelu_prims(src.dtype, n);
+  cpu::run(p.fwd, {{DNNL_ARG_SRC, cpu::mem(p.md, src.data)}, {DNNL_ARG_DST, cpu::mem(p.md, dst.data)}});
+}
+
+void gelu_backward(ConstView ddst, ConstView src, View dsrc, int64_t n) {
+  cpu::require_compute_dtype("gelu backward", ddst.dtype);
+  check_operands("gelu backward", ddst.dtype, {{"ddst", ddst}, {"src", src}, {"dsrc", dsrc}});
+  if (n == 0) return;
+  GeluPrims& p = gelu_prims(ddst.dtype, n);
+  cpu::run(p.bwd, {{DNNL_ARG_SRC, cpu::mem(p.md, src.data)},
+                   {DNNL_ARG_DIFF_DST, cpu::mem(p.md, ddst.data)},
+                   {DNNL_ARG_DIFF_SRC, cpu::mem(p.md, dsrc.data)}});
+}
+
 void add(ConstView a_v, ConstView b_v, View dst_v, int64_t n) {
   dispatch_float("add", a_v.dtype, [&](auto t) {
     using T = decltype(t);
