@@ -6,7 +6,10 @@
 #include <map>
 
 #include "nn/module.h"
-#include "ops/transformer.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/layer_norm.h"
 
 namespace cohort::nn {
 
