@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "bench/peer.h"
+#include "core/rng.h"
 #include "data/dataset.h"
 #include "nn/models/zoo.h"
 #include "ops/loss.h"
@@ -68,6 +69,57 @@ void compare_with_pytorch(const std::string& name) {
 
 TEST(NumericsVsPyTorch, MnistSmall) { compare_with_pytorch("mnist-small"); }
 TEST(NumericsVsPyTorch, Lenet) { compare_with_pytorch("lenet"); }
+
+// gpt2-tiny against the peer's own GPT-2 nn.Module: the loss and every
+// gradient (wte's gathering both of its uses) to 1e-4 relative, from the same
+// weights and the same batch of token ids.
+TEST(NumericsVsPyTorch, Gpt2Tiny) {
+  ASSERT_TRUE(peer_available()) << "python3-torch not importable by " << peer_python();
+  const fs::path dir = fs::temp_directory_path() / "cohort_numerics_gpt2_tiny";
+  fs::create_directories(dir);
+  const int64_t b = 3, t = 16;
+  auto model = nn::build_model(nn::find_model("gpt2-tiny", t, 0), 3);
+  Tensor ids = Tensor::empty({b, t}, DType::kI32), ids_f = Tensor::empty({b, t});
+  Tensor targets_f = Tensor::empty({b * t});
+  std::vector<int32_t> targets(static_cast<size_t>(b * t));
+  Rng rng(12);
+  for (int64_t i = 0; i < b * t; ++i) {
+    ids.i32()[i] = int32_t(rng.below(256));
+    ids_f.f32()[i] = float(ids.i32()[i]);
+    targets[size_t(i)] = int32_t(rng.below(256));
+    targets_f.f32()[i] = float(targets[size_t(i)]);
+  }
+  save_checkpoint((dir / "w.safetensors").string(), "gpt2-tiny", model->params(), nullptr, {});
+  save_safetensors((dir / "x.safetensors").string(), {{"images", ids_f}, {"labels", targets_f}},
+                   {});
+  nn::Context ctx;
+  const Tensor& logits = model->forward(ids, ctx);
+  Tensor dlogits = Tensor::empty(logits.shape());
+  const double loss =
+      model->loss().compute(logits, targets.data(), &dlogits, 1.0f / float(b)).loss_sum / double(b);
+  model->backward(dlogits, ctx);
+  run_peer({"grads", "--model", "gpt2-tiny", "--seq", std::to_string(t), "--weights",
+            (dir / "w.safetensors").string(), "--batch-file", (dir / "x.safetensors").string(),
+            "--out", (dir / "g.safetensors").string()});
+  auto ref = load_safetensors((dir / "g.safetensors").string());
+  ASSERT_NE(ref.find("loss"), nullptr);
+  EXPECT_NEAR(loss, ref.find("loss")->f32()[0], 1e-4 * std::fabs(ref.find("loss")->f32()[0]));
+  const Arena& a = model->params();
+  for (size_t i = 0; i < a.infos().size(); ++i) {
+    const std::string& pname = a.infos()[i].name;
+    const Tensor* g = ref.find(pname);
+    ASSERT_NE(g, nullptr) << pname;
+    Tensor mine = a.grad(i);
+    ASSERT_EQ(g->numel(), mine.numel()) << pname;
+    double max_diff = 0, max_ref = 0;
+    for (int64_t k = 0; k < mine.numel(); ++k) {
+      max_diff = std::max(max_diff, double(std::fabs(mine.f32()[k] - g->f32()[k])));
+      max_ref = std::max(max_ref, double(std::fabs(g->f32()[k])));
+    }
+    EXPECT_LE(max_diff, 1e-4 * max_ref) << "gpt2-tiny gradient of " << pname;
+  }
+  fs::remove_all(dir);
+}
 
 // ||a - b|| / ||b||.
 double rel_l2(const float* a, const float* b, int64_t n) {
