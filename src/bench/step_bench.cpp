@@ -1,6 +1,7 @@
 #include "bench/step_bench.h"
 
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdio>
@@ -60,6 +61,13 @@ Dataset synthetic_batch(const nn::Model& model, int64_t n) {
   return d;
 }
 
+// This process's peak resident memory (getrusage), MB.
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
+
 struct Timing {
   double seconds = 0;
   StepTimes times;
@@ -105,14 +113,21 @@ void add_comparisons(const StepBenchConfig& cfg, int world, double ips, double g
                  precision_name(dtype), peak, cfg.model.c_str(), 100 * gflops / peak);
   }
   if (cfg.peer == "pytorch") {
-    auto p = run_peer({"step", "--model", cfg.model, "--batch", std::to_string(cfg.batch),
-                       "--threads", std::to_string(cfg.threads), "--steps",
-                       std::to_string(cfg.steps), "--warmup", std::to_string(cfg.warmup),
-                       "--world", std::to_string(world), "--precision", precision_name(compute)});
+    std::vector<std::string> args = {"step", "--model", cfg.model, "--batch",
+                                      std::to_string(cfg.batch), "--threads",
+                                      std::to_string(cfg.threads), "--steps",
+                                      std::to_string(cfg.steps), "--warmup",
+                                      std::to_string(cfg.warmup), "--world", std::to_string(world),
+                                      "--precision", precision_name(compute)};
+    for (auto [flag, v] : {std::pair{"--seq", cfg.seq}, std::pair{"--vocab", cfg.vocab}})
+      if (v > 0) args.insert(args.end(), {flag, std::to_string(v)});
+    auto p = run_peer(args);
     const double pips = p.at("images_per_second").get<double>();
     out["peer"] = "pytorch";
     out["peer_precision"] = p.value("precision", "fp32");
     out["peer_images_per_second"] = pips;
+    if (p.contains("tokens_per_second")) out["peer_tokens_per_second"] = p["tokens_per_second"];
+    if (p.contains("peak_memory_mb")) out["peer_peak_memory_mb"] = p["peak_memory_mb"];
     out["ratio"] = ips / pips;
     std::fprintf(stderr, "pytorch: %.0f images/s; cohort/pytorch = %.2fx\n", pips, ips / pips);
   }
@@ -163,7 +178,17 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
                cfg.model.c_str(), (long long)cfg.batch, world, cfg.threads,
                precision_name(cfg.precision.resolve().compute), ips, gflops,
                double(t.first_step_bytes) / double(cfg.batch) / 1024);
+  if (model->spec().input.kind == nn::InputKind::kTokens) {
+    const double tokens = ips * double(model->input_shape()[0]);
+    out["tokens_per_second"] = tokens;
+    out["peak_memory_mb"] = peak_rss_mb();
+    std::fprintf(stderr, "cohort:  %.0f tokens/s, peak RSS %.0f MB\n", tokens, peak_rss_mb());
+  }
   add_comparisons(cfg, world, ips, gflops, out);
+  if (out.contains("peer_tokens_per_second"))
+    std::fprintf(stderr, "pytorch: %.0f tokens/s, peak RSS %.0f MB\n",
+                 out["peer_tokens_per_second"].get<double>(),
+                 out.value("peer_peak_memory_mb", 0.0));
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);
   if (comm) comm->barrier();
