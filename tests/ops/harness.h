@@ -142,6 +142,40 @@ class OpHarness {
   InOut act_out(Vec& v) const { return InOut(v, dtype); }
 };
 
+// Normalizations with f32 scale and shift (batch-norm, layer-norm): inputs
+// x, gamma (about 1) and beta {c}. x gets an offset and a scale that vary with
+// group(i) (its channel, its row), so the statistics differ between groups.
+// Backward runs the op's forward first (it keeps the statistics), then
+// Op::backward(src, ddst, gamma, dsrc, dgamma, dbeta, accumulate).
+template <class Op>
+class NormHarness : public OpHarness {
+ public:
+  template <class Group>
+  NormHarness(DType dtype, std::unique_ptr<Op> op, int64_t n, int64_t c, Group group, Rng& rng)
+      : OpHarness(dtype), op_(std::move(op)) {
+    Vec x = randn(n, rng);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t k = group(i);
+      x[size_t(i)] = x[size_t(i)] * (0.5f + 0.25f * float(k % 4)) + 0.3f * float(k % 3) - 0.3f;
+    }
+    add_activation("x", x);
+    Vec gamma = randn(c, rng, 0.3f);
+    for (auto& v : gamma) v += 1.0f;
+    add_weight("gamma", gamma);
+    add_weight("beta", randn(c, rng, 0.5f));
+    out_size = n;
+  }
+  void backward(const Vec& dy, std::vector<Vec>& g, bool accumulate) override {
+    Vec y(static_cast<size_t>(out_size));
+    forward(y);
+    op_->backward(act(in[0].v), act(dy), in[1].v.data(), act_out(g[0]), g[1].data(), g[2].data(),
+                  accumulate);
+  }
+
+ protected:
+  std::unique_ptr<Op> op_;
+};
+
 using Factory = std::function<std::unique_ptr<OpHarness>(Rng&, DType)>;
 
 struct OpCase {

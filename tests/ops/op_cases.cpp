@@ -155,34 +155,18 @@ class AvgPoolHarness : public OpHarness {
 
 // ------------------------------------------------------------------ batch-norm (training)
 
-class BatchNormHarness : public OpHarness {
+class BatchNormHarness : public NormHarness<ops::BatchNorm> {
  public:
   BatchNormHarness(const ops::BatchNormShape& s, Rng& rng)
-      : OpHarness(s.dtype), s_(s), op_(ops::make_batch_norm(Device::kCpu, s)) {
-    // Per-channel offsets and scales, so the statistics differ by channel.
-    Vec x = randn(s.n * s.h * s.w * s.c, rng);
-    for (int64_t p = 0; p < s.n * s.h * s.w; ++p)
-      for (int64_t c = 0; c < s.c; ++c)
-        x[size_t(p * s.c + c)] = x[size_t(p * s.c + c)] * (0.5f + 0.25f * float(c % 4)) +
-                                 0.3f * float(c % 3) - 0.3f;
-    add_activation("x", x);
-    Vec gamma = randn(s.c, rng, 0.3f);
-    for (auto& v : gamma) v += 1.0f;
-    add_weight("gamma", gamma);
-    add_weight("beta", randn(s.c, rng, 0.5f));
-    out_size = s.n * s.h * s.w * s.c;
+      : NormHarness(s.dtype, ops::make_batch_norm(Device::kCpu, s), s.n * s.h * s.w * s.c, s.c,
+                    [&](int64_t i) { return i % s.c; }, rng),
+        s_(s) {
     running_mean_.assign(static_cast<size_t>(s.c), 0.0f);
     running_var_.assign(static_cast<size_t>(s.c), 1.0f);
   }
   void forward(Vec& y) override {
     op_->forward_train(act(in[0].v), in[1].v.data(), in[2].v.data(), act_out(y),
                        running_mean_.data(), running_var_.data());
-  }
-  void backward(const Vec& dy, std::vector<Vec>& g, bool accumulate) override {
-    Vec y(static_cast<size_t>(out_size));
-    forward(y);
-    op_->backward(act(in[0].v), act(dy), in[1].v.data(), act_out(g[0]), g[1].data(), g[2].data(),
-                  accumulate);
   }
   // A fused ReLU: relu(batch_norm(x)); backward masks dy where the op's own
   // output is 0 (in bf16 an output within rounding of zero could fall on
@@ -207,7 +191,6 @@ class BatchNormHarness : public OpHarness {
 
  private:
   ops::BatchNormShape s_;
-  std::unique_ptr<ops::BatchNorm> op_;
   Vec running_mean_, running_var_;
 };
 

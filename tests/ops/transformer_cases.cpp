@@ -61,31 +61,14 @@ class EmbeddingHarness : public OpHarness {
 
 // ------------------------------------------------------------------ layer-norm
 
-class LayerNormHarness : public OpHarness {
+class LayerNormHarness : public NormHarness<ops::LayerNorm> {
  public:
   LayerNormHarness(const ops::LayerNormShape& s, Rng& rng)
-      : OpHarness(s.dtype), s_(s), op_(ops::make_layer_norm(Device::kCpu, s)) {
-    // Per-row offsets and scales, so the statistics differ by row.
-    Vec x = randn(s.rows * s.c, rng);
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t k = 0; k < s.c; ++k)
-        x[size_t(r * s.c + k)] = x[size_t(r * s.c + k)] * (0.5f + 0.25f * float(r % 4)) +
-                                 0.3f * float(r % 3) - 0.3f;
-    add_activation("x", x);
-    Vec gamma = randn(s.c, rng, 0.3f);
-    for (auto& v : gamma) v += 1.0f;
-    add_weight("gamma", gamma);
-    add_weight("beta", randn(s.c, rng, 0.5f));
-    out_size = s.rows * s.c;
-  }
+      : NormHarness(s.dtype, ops::make_layer_norm(Device::kCpu, s), s.rows * s.c, s.c,
+                    [&](int64_t i) { return i / s.c; }, rng),
+        s_(s) {}
   void forward(Vec& y) override {
     op_->forward(act(in[0].v), in[1].v.data(), in[2].v.data(), act_out(y));
-  }
-  void backward(const Vec& dy, std::vector<Vec>& g, bool accumulate) override {
-    Vec y(static_cast<size_t>(out_size));
-    forward(y);
-    op_->backward(act(in[0].v), act(dy), in[1].v.data(), act_out(g[0]), g[1].data(), g[2].data(),
-                  accumulate);
   }
   void ref_forward(Vec& y) override {
     ref::layer_norm_forward(s_, in[0].v.data(), in[1].v.data(), in[2].v.data(), y.data());
@@ -97,7 +80,6 @@ class LayerNormHarness : public OpHarness {
 
  private:
   ops::LayerNormShape s_;
-  std::unique_ptr<ops::LayerNorm> op_;
 };
 
 // ------------------------------------------------------------------ GELU

@@ -32,16 +32,15 @@ class CpuBatchNorm final : public BatchNorm {
           dnnl::batch_normalization_forward::primitive_desc(id, engine()));
       dnnl::batch_normalization_backward::desc bd(dnnl::prop_kind::backward, data_md_, data_md_,
                                                   s.eps, flags);
-      bwd_ = dnnl::batch_normalization_backward(
-          dnnl::batch_normalization_backward::primitive_desc(bd, engine(), train_pd_));
+      bwd_ = NormalizationBackward(
+          dnnl::batch_normalization_backward(
+              dnnl::batch_normalization_backward::primitive_desc(bd, engine(), train_pd_)),
+          data_md_, vec_md_, s.c);
     });
     // The fused ReLU's mask, written by forward_train and read by backward.
     if (s.relu) workspace_.resize(train_pd_.workspace_desc().get_size());
     mean_.resize(size_t(s.c));
     var_.resize(size_t(s.c));
-    dgamma_.resize(size_t(s.c));
-    dbeta_.resize(size_t(s.c));
-    zero_.assign(size_t(s.c), 0.0f);
   }
 
   void forward_train(ConstView src, ConstView gamma, ConstView beta, View dst,
@@ -71,27 +70,9 @@ class CpuBatchNorm final : public BatchNorm {
                 View dbeta_v, bool accumulate) override {
     check("batch_norm backward", {{"src", src}, {"ddst", ddst}, {"dsrc", dsrc}},
           {{"gamma", gamma}, {"dgamma", dgamma_v}, {"dbeta", dbeta_v}});
-    float* dgamma = dgamma_v.as<float>();
-    float* dbeta = dbeta_v.as<float>();
-    float* dg = accumulate ? dgamma_.data() : dgamma;
-    float* db = accumulate ? dbeta_.data() : dbeta;
-    run(bwd_, {{DNNL_ARG_SRC, mem(data_md_, src.data)},
-               {DNNL_ARG_DIFF_DST, mem(data_md_, ddst.data)},
-               {DNNL_ARG_SCALE, mem(vec_md_, gamma.data)},
-               // oneDNN 2.6 wants the shift at backward although the math does not use it.
-               {DNNL_ARG_SHIFT, mem(vec_md_, zero_.data())},
-               {DNNL_ARG_MEAN, mem(vec_md_, mean_.data())},
-               {DNNL_ARG_VARIANCE, mem(vec_md_, var_.data())},
-               {DNNL_ARG_DIFF_SRC, mem(data_md_, dsrc.data)},
-               {DNNL_ARG_DIFF_SCALE, mem(vec_md_, dg)},
-               {DNNL_ARG_DIFF_SHIFT, mem(vec_md_, db)},
-               {DNNL_ARG_WORKSPACE, mem(train_pd_.workspace_desc(), workspace_.data())}});
     // (Without a fused ReLU the workspace is empty and oneDNN reads none.)
-    if (!accumulate) return;
-    for (int64_t k = 0; k < s_.c; ++k) {
-      dgamma[k] += dgamma_[size_t(k)];
-      dbeta[k] += dbeta_[size_t(k)];
-    }
+    bwd_(src, ddst, gamma, mean_.data(), var_.data(), dsrc, dgamma_v, dbeta_v, accumulate,
+         {{DNNL_ARG_WORKSPACE, mem(train_pd_.workspace_desc(), workspace_.data())}});
   }
 
  private:
@@ -122,8 +103,9 @@ class CpuBatchNorm final : public BatchNorm {
   BatchNormShape s_;
   memory::desc data_md_, vec_md_;
   dnnl::batch_normalization_forward::primitive_desc train_pd_;
-  dnnl::primitive train_, infer_, bwd_;
-  std::vector<float> mean_, var_, dgamma_, dbeta_, zero_;
+  dnnl::primitive train_, infer_;
+  NormalizationBackward bwd_;
+  std::vector<float> mean_, var_;
   std::vector<uint8_t> workspace_;
 };
 

@@ -64,4 +64,38 @@ void Reorder::operator()(void* src, void* dst) {
   run(prim_, {{DNNL_ARG_FROM, s}, {DNNL_ARG_TO, d}});
 }
 
+NormalizationBackward::NormalizationBackward(dnnl::primitive prim, const memory::desc& data,
+                                             const memory::desc& stat, int64_t c)
+    : prim_(std::move(prim)),
+      data_md_(data),
+      stat_md_(stat),
+      vec_md_({c}, memory::data_type::f32, Tag::a),
+      dscale_(size_t(c)),
+      dshift_(size_t(c)),
+      zero_(size_t(c), 0.0f) {}
+
+void NormalizationBackward::operator()(ConstView src, ConstView ddst, ConstView scale,
+                                       const float* mean, const float* var, View dsrc,
+                                       View dscale_v, View dshift_v, bool accumulate,
+                                       std::unordered_map<int, memory> extra) {
+  float* dscale = dscale_v.as<float>();
+  float* dshift = dshift_v.as<float>();
+  extra.insert({{DNNL_ARG_SRC, mem(data_md_, src.data)},
+                {DNNL_ARG_DIFF_DST, mem(data_md_, ddst.data)},
+                {DNNL_ARG_SCALE, mem(vec_md_, scale.data)},
+                // oneDNN 2.6 wants the shift at backward although the math does not use it.
+                {DNNL_ARG_SHIFT, mem(vec_md_, zero_.data())},
+                {DNNL_ARG_MEAN, mem(stat_md_, mean)},
+                {DNNL_ARG_VARIANCE, mem(stat_md_, var)},
+                {DNNL_ARG_DIFF_SRC, mem(data_md_, dsrc.data)},
+                {DNNL_ARG_DIFF_SCALE, mem(vec_md_, accumulate ? dscale_.data() : dscale)},
+                {DNNL_ARG_DIFF_SHIFT, mem(vec_md_, accumulate ? dshift_.data() : dshift)}});
+  run(prim_, extra);
+  if (!accumulate) return;
+  for (size_t k = 0; k < dscale_.size(); ++k) {
+    dscale[k] += dscale_[k];
+    dshift[k] += dshift_[k];
+  }
+}
+
 }  // namespace cohort::ops::cpu

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -53,6 +54,27 @@ class Reorder {
   memory::desc src_md_, dst_md_;
   dnnl::reorder prim_;
   bool identity_ = true;
+};
+
+// The backward of a normalization with f32 scale and shift (batch-norm,
+// layer-norm), built once: runs the primitive on the data and the forward's
+// statistics, and writes dscale and dshift, or with `accumulate` adds them in
+// (oneDNN only writes them: through scratch vectors here).
+class NormalizationBackward {
+ public:
+  NormalizationBackward() = default;
+  // data: src, dst and their gradients; stat: mean and variance; c: channels.
+  NormalizationBackward(dnnl::primitive prim, const memory::desc& data, const memory::desc& stat,
+                        int64_t c);
+  // `extra`: further arguments (batch-norm's fused-ReLU workspace).
+  void operator()(ConstView src, ConstView ddst, ConstView scale, const float* mean,
+                  const float* var, View dsrc, View dscale, View dshift, bool accumulate,
+                  std::unordered_map<int, memory> extra = {});
+
+ private:
+  dnnl::primitive prim_;
+  memory::desc data_md_, stat_md_, vec_md_;
+  std::vector<float> dscale_, dshift_, zero_;
 };
 
 }  // namespace cohort::ops::cpu

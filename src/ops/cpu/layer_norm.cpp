@@ -28,14 +28,13 @@ class CpuLayerNorm final : public LayerNorm {
       fwd_ = dnnl::layer_normalization_forward(fwd_pd);
       dnnl::layer_normalization_backward::desc bd(dnnl::prop_kind::backward, data_md_, data_md_,
                                                   stat_md_, s.eps, flags);
-      bwd_ = dnnl::layer_normalization_backward(
-          dnnl::layer_normalization_backward::primitive_desc(bd, engine(), fwd_pd));
+      bwd_ = NormalizationBackward(
+          dnnl::layer_normalization_backward(
+              dnnl::layer_normalization_backward::primitive_desc(bd, engine(), fwd_pd)),
+          data_md_, stat_md_, s.c);
     });
     mean_.resize(size_t(s.rows));
     var_.resize(size_t(s.rows));
-    dgamma_.resize(size_t(s.c));
-    dbeta_.resize(size_t(s.c));
-    zero_.assign(size_t(s.c), 0.0f);
   }
 
   void forward(ConstView src, ConstView gamma, ConstView beta, View dst) override {
@@ -55,33 +54,15 @@ class CpuLayerNorm final : public LayerNorm {
     const char* op = "layer_norm backward";
     check_operands(op, s_.dtype, {{"src", src}, {"ddst", ddst}, {"dsrc", dsrc}});
     check_operands(op, DType::kF32, {{"gamma", gamma}, {"dgamma", dgamma_v}, {"dbeta", dbeta_v}});
-    float* dgamma = dgamma_v.as<float>();
-    float* dbeta = dbeta_v.as<float>();
-    // oneDNN writes the parameter gradients; accumulation adds them after.
-    float* dg = accumulate ? dgamma_.data() : dgamma;
-    float* db = accumulate ? dbeta_.data() : dbeta;
-    run(bwd_, {{DNNL_ARG_SRC, mem(data_md_, src.data)},
-               {DNNL_ARG_DIFF_DST, mem(data_md_, ddst.data)},
-               {DNNL_ARG_SCALE, mem(vec_md_, gamma.data)},
-               // oneDNN 2.6 wants the shift at backward although the math does not use it.
-               {DNNL_ARG_SHIFT, mem(vec_md_, zero_.data())},
-               {DNNL_ARG_MEAN, mem(stat_md_, mean_.data())},
-               {DNNL_ARG_VARIANCE, mem(stat_md_, var_.data())},
-               {DNNL_ARG_DIFF_SRC, mem(data_md_, dsrc.data)},
-               {DNNL_ARG_DIFF_SCALE, mem(vec_md_, dg)},
-               {DNNL_ARG_DIFF_SHIFT, mem(vec_md_, db)}});
-    if (!accumulate) return;
-    for (int64_t k = 0; k < s_.c; ++k) {
-      dgamma[k] += dgamma_[size_t(k)];
-      dbeta[k] += dbeta_[size_t(k)];
-    }
+    bwd_(src, ddst, gamma, mean_.data(), var_.data(), dsrc, dgamma_v, dbeta_v, accumulate);
   }
 
  private:
   LayerNormShape s_;
   memory::desc data_md_, stat_md_, vec_md_;
-  dnnl::primitive fwd_, bwd_;
-  std::vector<float> mean_, var_, dgamma_, dbeta_, zero_;
+  dnnl::primitive fwd_;
+  NormalizationBackward bwd_;
+  std::vector<float> mean_, var_;
 };
 
 }  // namespace
