@@ -22,6 +22,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #endif
 #include "nn/models/zoo.h"
+#include "train/generate.h"
 #include "train/trainer.h"
 
 namespace {
@@ -141,7 +142,22 @@ struct Commands {
   StrategiesConfig strategies_cfg;
   CommBenchConfig comm_cfg;
   int comm_workers = 2;
+  CLI::App* generate = nullptr;
+  GenerateConfig generate_cfg;
 };
+
+void add_generate(CLI::App& g, GenerateConfig& c) {
+  g.add_option("--model", c.model, "a token model (see `cohort models`)");
+  g.add_option("--seq", c.seq, "context, as the weights were trained (default: the model's)");
+  g.add_option("--vocab", c.vocab, "vocabulary, as the weights were trained");
+  g.add_option("--load", c.load, "weights to sample from (cohort train --save)")->required();
+  g.add_option("--prompt", c.prompt, "text (vocabulary 256: bytes) or token ids 15496,11,995");
+  g.add_option("--tokens", c.tokens, "tokens to sample after the prompt");
+  g.add_option("--top-k", c.top_k, "sample from the k likeliest (1: greedy)");
+  g.add_option("--temperature", c.temperature, "softmax temperature of the draw");
+  g.add_option("--seed", c.seed)->check(CLI::NonNegativeNumber);
+  g.add_option("--threads", c.threads, "threads (0: all)");
+}
 
 void add_step(CLI::App& step, StepBenchConfig& c) {
   step.add_option("--model", c.model);
@@ -191,6 +207,8 @@ void declare(CLI::App& app, Commands& c) {
   c.models = app.add_subcommand("models", "list the model zoo with parameter counts");
   c.train = app.add_subcommand("train", "train a model");
   add_train(*c.train, c.train_cfg);
+  c.generate = app.add_subcommand("generate", "sample text from a trained token model");
+  add_generate(*c.generate, c.generate_cfg);
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
   c.step = bench->add_subcommand("step", "time training steps on synthetic input");
@@ -264,6 +282,13 @@ int run_comm(Commands& c, int argc, char** argv) {
 int dispatch(Commands& c, int argc, char** argv) {
   if (*c.models) return list_models();
   if (*c.train) return run_train(c.train_cfg, argc, argv);
+  if (*c.generate) {
+    const auto ids = generate(c.generate_cfg);
+    const int64_t vocab = nn::find_model(c.generate_cfg.model, c.generate_cfg.seq,
+                                         c.generate_cfg.vocab)->classes;
+    std::printf("%s\n", detokenize(ids, vocab).c_str());
+    return 0;
+  }
   if (*c.tune) return run_tune(c.tune_cfg);
   if (*c.strategies) return run_strategies(c.strategies_cfg);
   if (*c.grid) return run_grid(resolve_grid(c.grid_flags)) == 0 ? 0 : 1;
