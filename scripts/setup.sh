@@ -13,6 +13,10 @@
 # libomp-14-dev (OpenMP for clang) build the fuzz targets (ctest -L fuzz).
 # procps: the stall tests find a rank's pid with pgrep to SIGSTOP it (a
 # minimal Debian root has no pgrep; the test then stopped nothing).
+# fortunes, fortunes-min: the default English text of `--data text`
+# (/usr/share/games/fortunes, 2.6 MB of quotations, jokes and literature
+# without the .dat indexes; data/tokens.h): a real corpus for GPT-style runs
+# and tests on a machine with no network.
 # Safe to run again.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -27,6 +31,7 @@ packages=(
   gnuplot-nox python3-matplotlib
   clang libclang-rt-14-dev libomp-14-dev
   procps
+  fortunes fortunes-min
 )
 missing=()
 for p in "${packages[@]}"; do

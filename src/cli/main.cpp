@@ -33,8 +33,13 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--model", c.model, "model name (see `cohort models`)");
   app.add_option("--seq", c.seq, "token models: context length (default: the model's)");
   app.add_option("--vocab", c.vocab, "token models: vocabulary size (256: bytes)");
-  app.add_option("--data", c.data, "fashion-mnist | mnist | cifar10 | synthetic");
+  app.add_option("--data", c.data,
+                 "fashion-mnist | mnist | cifar10 | synthetic (images); "
+                 "text | tokens (token models)");
   app.add_option("--data-dir", c.data_dir, "folder holding the dataset files");
+  app.add_option("--data-path", c.data_path,
+                 "file, or glob for --data tokens (llm.c shards); --data text without it: "
+                 "the fortunes corpus");
   app.add_option("--epochs", c.epochs);
   app.add_option("--batch", c.batch, "batch size per process");
   app.add_option("--lr", c.lr, "learning rate");
@@ -47,7 +52,7 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--threads", c.threads, "threads per process (0: CPUs / ranks on this machine)");
   app.add_option("--seed", c.seed)->check(CLI::NonNegativeNumber);
   app.add_option("--repeat", c.repeat, "repeat the training set k times per epoch");
-  app.add_option("--limit", c.limit, "use only the first N training images");
+  app.add_option("--limit", c.limit, "use only the first N training images (or token windows)");
   app.add_option("--log", c.log, "human | jsonl");
   app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, or only the last");
   app.add_option("--save", c.save,

@@ -12,7 +12,8 @@
 namespace cohort {
 
 namespace {
-constexpr const char* kValidNames = "fashion-mnist, mnist, cifar10, synthetic";
+constexpr const char* kValidNames =
+    "fashion-mnist, mnist, cifar10, synthetic; for token models: text, tokens";
 // Fixed seeds so "synthetic" is the same everywhere; train and test differ.
 constexpr uint64_t kSyntheticTrainSeed = 1234;
 constexpr uint64_t kSyntheticTestSeed = 5678;
@@ -72,6 +73,9 @@ DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t 
     }
   } else if (name == "cifar10") {
     s = load_cifar10_dir(dir);
+  } else if (name == "text" || name == "tokens") {
+    throw InputError("--data " + name + " is a token stream, for models that take token ids "
+                     "(data/tokens.h), not images");
   } else {
     throw InputError("unknown dataset '" + name + "' (valid: " + kValidNames + ")");
   }

@@ -31,7 +31,8 @@ struct DataSplit {
 // synthetic, whose images take the shape `image`, {H, W, C}: 60,000 training
 // and 2,000 test images). limit > 0 keeps only the first `limit` training
 // images; the test set is always complete. Any problem with the name or
-// files -> InputError.
+// files -> InputError. Token streams ("text", "tokens") load through
+// load_token_dataset (data/tokens.h), which needs the model's context.
 DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t limit = 0,
                        const Shape& image = {28, 28, 1});
 

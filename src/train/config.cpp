@@ -19,7 +19,8 @@ RunSettings TrainConfig::run_settings() const {
 
 std::string TrainConfig::describe() const {
   std::ostringstream os;
-  os << "--model " << model << "\n--seq " << seq << "\n--vocab " << vocab << "\n--data " << data << "\n--data-dir " << data_dir
+  os << "--model " << model << "\n--seq " << seq << "\n--vocab " << vocab << "\n--data " << data
+     << "\n--data-dir " << data_dir << "\n--data-path " << data_path
      << "\n--epochs " << epochs << "\n--batch " << batch << "\n--lr " << lr << "\n--optimizer "
      << optimizer << "\n--momentum " << momentum << "\n--weight-decay " << weight_decay
      << "\n--lr-schedule " << schedule << "\n--warmup " << warmup_steps << "\n--clip " << clip_norm

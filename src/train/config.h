@@ -16,6 +16,9 @@ struct TrainConfig {
   int64_t seq = 0, vocab = 0;  // token models: context and vocabulary (0: the model's)
   std::string data = "fashion-mnist";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // --data text: a text file (empty: the default corpus, data/tokens.h);
+  // --data tokens: an llm.c shard or a glob of them.
+  std::string data_path;
   int epochs = 2;
   int64_t batch = 128;
   float lr = 0.001f;
@@ -28,7 +31,7 @@ struct TrainConfig {
   int threads = 0;  // 0: the machine's CPUs / the job's ranks on it
   uint64_t seed = 0;
   int repeat = 1;
-  int64_t limit = 0;  // keep the first N training images (0: all)
+  int64_t limit = 0;  // keep the first N training images or windows (0: all)
   std::string log = "human";  // human | jsonl
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
   std::string save, load, resume;  // train/resume.h

@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 #include "data/prefetch.h"
 #include "data/sampler.h"
+#include "data/tokens.h"
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -92,8 +93,22 @@ double peak_memory_mb() {
   return double(u.ru_maxrss) / 1024.0;
 }
 
+// Token models read token streams (--data text | tokens), image models images.
 DataSplit load_data(const TrainConfig& cfg, const nn::Model& model) {
   const Shape& in = model.input_shape();
+  const bool token_model = model.spec().input.kind == nn::InputKind::kTokens;
+  if (token_model || is_token_dataset(cfg.data)) {
+    COHORT_INPUT_CHECK(token_model, "--model ", cfg.model, " takes ", shape_str(in),
+                       " images (HWC), not the token stream of --data ", cfg.data);
+    COHORT_INPUT_CHECK(is_token_dataset(cfg.data), "--model ", cfg.model,
+                       " takes token ids (--data text | tokens), not --data ", cfg.data);
+    DataSplit data =
+        load_token_dataset(cfg.data, cfg.data_path, cfg.limit, in[0], model.num_classes());
+    // Text's 256 byte values are ids of a larger vocabulary too; evaluate()
+    // reads the width of the model's output from num_classes.
+    data.train.num_classes = data.test.num_classes = model.num_classes();
+    return data;
+  }
   DataSplit data = load_dataset(cfg.data, cfg.data_dir, cfg.limit, in);
   const Shape img(data.train.images.shape().begin() + 1, data.train.images.shape().end());
   COHORT_INPUT_CHECK(img == in, "--model ", cfg.model, " takes ", shape_str(in),

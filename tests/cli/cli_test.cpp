@@ -55,6 +55,10 @@ TEST(Cli, ModelsListsEveryModelWithItsCount) {
 TEST(Cli, UnknownModelAndDataset) {
   expect_one_line_error("train --model nosuch", "nosuch");
   expect_one_line_error("train --data nosuch", "nosuch");
+  // Token streams are for token models; an image model names both flags.
+  expect_one_line_error("train --model mnist-small --data text", "--data text");
+  expect_one_line_error("train --model mnist-small --data tokens --data-path x.bin",
+                        "--model mnist-small");
   expect_one_line_error("bench step --model nosuch", "nosuch");
 }
 

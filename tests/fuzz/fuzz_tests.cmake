@@ -3,7 +3,7 @@
 # for 60 s from its seed corpus. Registered only with -DCOHORT_FUZZ_TESTS=ON
 # (60 s each, and they need clang), so the default run's summary counts every
 # test it has as run: configure with the option, then `ctest -L fuzz`.
-set(COHORT_FUZZ_TARGETS idx cifar safetensors grid)
+set(COHORT_FUZZ_TARGETS idx cifar safetensors grid tokens)
 set(COHORT_FUZZ_DIR ${CMAKE_BINARY_DIR}/fuzz)
 add_test(NAME fuzz_build
          COMMAND ${CMAKE_COMMAND} -DSRC=${CMAKE_SOURCE_DIR} -DBIN=${COHORT_FUZZ_DIR}
