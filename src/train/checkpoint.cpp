@@ -17,6 +17,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "train/hf_gpt2.h"
 
 namespace cohort {
 
@@ -302,6 +303,8 @@ void apply_copies(const std::vector<TensorCopy>& copies) {
 void load_checkpoint(const std::string& path, const std::string& model_name, const Arena& params,
                      const Arena* buffers) {
   SafetensorsFile file = load_safetensors(path);
+  // Hugging Face's GPT-2 files: same names, Conv1D layout (train/hf_gpt2.h).
+  if (model_name.rfind("gpt2", 0) == 0 && is_hf_gpt2(file)) from_hf_gpt2(file, model_name);
   // Validate everything before the first copy so a bad file changes nothing.
   apply_copies(plan_checkpoint_load(file, path, model_name, params, buffers));
 }
