@@ -79,6 +79,12 @@ Pipeline::Pipeline(comm::Communicator& world, nn::Model& model, Optimizer& opt,
   nn::Sequential& layers = model.layers();
   param_begin_ = layers.child(begin_).param_begin();
   param_end_ = layers.child(end_ - 1).param_end();
+  for (const auto& tie : model.params().ties()) {
+    const ParamInfo& owner = model.params().infos()[tie.owner];
+    int s = 0;
+    while (s + 1 < stages_ && owner.offset >= layers.child(cuts_[size_t(s) + 1]).param_begin()) ++s;
+    ties_.push_back({owner.offset, owner.offset + owner.numel(), s});
+  }
 }
 
 Pipeline::~Pipeline() {
@@ -171,6 +177,7 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
   const int mb = int(std::min<int64_t>(cfg_.micro_batches, n));
   in_flight_.assign(size_t(mb), nullptr);
   first_backward_ = true;
+  zero_tied_grads();
   double metrics[2] = {0, 0};  // the last stage's loss sum and correct count, sent to all
   {
     CountAllocations count(activations_);
@@ -188,6 +195,11 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
     }
   }
   const Arena& a = model_.params();
+  {
+    Timer c;
+    sum_tied_grads();
+    times.comm += c.seconds();
+  }
   if (dp_) {
     Timer c;
     if (param_end_ > param_begin_)
@@ -207,11 +219,28 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
                 n_params, lr, 0, vote);
   else if (scaler_.enabled())
     scaler_.update(vote(false));  // a stage without parameters still votes
+  broadcast_tied_weights();
   pipe().broadcast(metrics, sizeof metrics, stages_ - 1);
   for (auto& s : slots_) s->finish_sends();
   step_s_ += t.seconds();
   times.compute += t.seconds() - (times.comm - comm_before);
   return {metrics[0], metrics[1], n};
+}
+
+void Pipeline::zero_tied_grads() {
+  const Tensor& g = model_.params().grads();
+  for (const auto& t : ties_) g.slice(t.begin, t.end).zero();
+}
+
+void Pipeline::sum_tied_grads() {
+  float* g = model_.params().grads().f32();
+  for (const auto& t : ties_) pipe().allreduce(g + t.begin, t.end - t.begin, comm::ReduceOp::kSum);
+}
+
+void Pipeline::broadcast_tied_weights() {
+  float* w = model_.params().params().f32();
+  for (const auto& t : ties_)
+    pipe().broadcast(w + t.begin, size_t(t.end - t.begin) * sizeof(float), t.owner_stage);
 }
 
 void Pipeline::sum(double* v, int n) { comm::sum_metrics(world_, v, n); }

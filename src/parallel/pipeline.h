@@ -69,6 +69,12 @@ class Pipeline final : public Strategy {
   Slot& acquire();
   void release(Slot& s);
   void forward(int m, const Batch& batch, double* metrics, StepTimes& times);
+  // Tied parameters (GPT-2's wte and lm_head) may sit on two stages: each
+  // step their gradient slot starts at zero everywhere, the stages' shares
+  // are summed over the pipeline, and the owner's updated values go to all.
+  void zero_tied_grads();
+  void sum_tied_grads();
+  void broadcast_tied_weights();
   void backward(int m, StepTimes& times);
 
   comm::Communicator& world_;
@@ -81,6 +87,11 @@ class Pipeline final : public Strategy {
   Rng rng_;
   LossScaler scaler_;  // fp16: every rank keeps one, and all decide alike by a vote
   int stages_, stage_;
+  struct TiedRange {
+    int64_t begin, end;  // the owner's slot in the arenas
+    int owner_stage;
+  };
+  std::vector<TiedRange> ties_;
   size_t begin_, end_;               // this stage's layers
   int64_t param_begin_, param_end_;  // and its arena range
   int64_t micro_ = 0, batch_ = 0;    // rows per micro-batch, per replica batch
