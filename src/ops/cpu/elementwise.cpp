@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -209,7 +211,10 @@ using RoundKernel = void (*)(float*, int64_t);
 
 RoundKernel pick_round_f16() {
   if (__builtin_cpu_supports("avx512f")) return round_f16_avx512;
-  if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) return round_f16_f16c;
+  // F16C is CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports knows no "f16c").
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+  if (f16c && __builtin_cpu_supports("avx")) return round_f16_f16c;
   return round_f16_scalar;
 }
 
