@@ -6,6 +6,8 @@
 // scale trains as fp32 does, to fp16's rounding.
 #include <gtest/gtest.h>
 
+#include "support/support.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -64,15 +66,7 @@ std::vector<float> state_of(Optimizer& opt) {
   return s;
 }
 
-// ||a - b|| / ||b|| over n values.
-double rel_l2(const float* a, const float* b, int64_t n) {
-  double d = 0, m = 1e-30;
-  for (int64_t i = 0; i < n; ++i) {
-    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    m += double(b[i]) * b[i];
-  }
-  return std::sqrt(d / m);
-}
+using testing_support::rel_l2;
 
 // Scale 2^40 on batch 16: the loss's gradient alone is about 2^36, far past
 // fp16's 65504, so the activations' gradients round to inf between layers.

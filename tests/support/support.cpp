@@ -44,6 +44,15 @@ std::string equality_train_command() {
          " --log jsonl --limit 256 --threads 1";
 }
 
+double rel_l2(const float* a, const float* b, int64_t n) {
+  double d = 0, m = 1e-30;
+  for (int64_t i = 0; i < n; ++i) {
+    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    m += double(b[i]) * b[i];
+  }
+  return std::sqrt(d / m);
+}
+
 double checkpoint_rel_diff(const std::string& a, const std::string& b) {
   auto fa = load_safetensors(a), fb = load_safetensors(b);
   double diff = 0, ref = 0;

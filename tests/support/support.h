@@ -29,6 +29,9 @@ void expect_one_line_error(const std::string& cmd, const std::string& culprit);
 
 // max |a - b| / max |b| over every tensor of checkpoint b (its optimizer
 // state too), found by name in a.
+// ||a - b|| / ||b|| over n values.
+double rel_l2(const float* a, const float* b, int64_t n);
+
 double checkpoint_rel_diff(const std::string& a, const std::string& b);
 
 // The last line of `out` that parses as a JSON object (null if none).

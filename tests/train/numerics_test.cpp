@@ -11,12 +11,32 @@
 #include "data/dataset.h"
 #include "nn/models/zoo.h"
 #include "ops/loss.h"
+#include "support/support.h"
 #include "train/checkpoint.h"
 
 namespace cohort {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Every parameter's gradient in the arena against the reference file's, to
+// 1e-4 of the tensor's largest value.
+void expect_grads_equal(nn::Model& model, const SafetensorsFile& ref, const std::string& name) {
+  const Arena& a = model.params();
+  for (size_t i = 0; i < a.infos().size(); ++i) {
+    const std::string& pname = a.infos()[i].name;
+    const Tensor* g = ref.find(pname);
+    ASSERT_NE(g, nullptr) << pname;
+    Tensor mine = a.grad(i);
+    ASSERT_EQ(g->numel(), mine.numel()) << pname;
+    double max_diff = 0, max_ref = 0;
+    for (int64_t k = 0; k < mine.numel(); ++k) {
+      max_diff = std::max(max_diff, double(std::fabs(mine.f32()[k] - g->f32()[k])));
+      max_ref = std::max(max_ref, double(std::fabs(g->f32()[k])));
+    }
+    EXPECT_LE(max_diff, 1e-4 * max_ref) << name << " gradient of " << pname;
+  }
+}
 
 void compare_with_pytorch(const std::string& name) {
   ASSERT_TRUE(peer_available()) << "python3-torch not importable by " << peer_python()
@@ -50,20 +70,7 @@ void compare_with_pytorch(const std::string& name) {
   const double mean_loss = loss.loss_sum / double(n);
   EXPECT_NEAR(mean_loss, ref_loss->f32()[0], 1e-4 * std::fabs(ref_loss->f32()[0]));
 
-  const Arena& a = model->params();
-  for (size_t i = 0; i < a.infos().size(); ++i) {
-    const std::string& pname = a.infos()[i].name;
-    const Tensor* g = ref.find(pname);
-    ASSERT_NE(g, nullptr) << pname;
-    Tensor mine = a.grad(i);
-    ASSERT_EQ(g->numel(), mine.numel()) << pname;
-    double max_diff = 0, max_ref = 0;
-    for (int64_t k = 0; k < mine.numel(); ++k) {
-      max_diff = std::max(max_diff, double(std::fabs(mine.f32()[k] - g->f32()[k])));
-      max_ref = std::max(max_ref, double(std::fabs(g->f32()[k])));
-    }
-    EXPECT_LE(max_diff, 1e-4 * max_ref) << name << " gradient of " << pname;
-  }
+  expect_grads_equal(*model, ref, name);
   fs::remove_all(dir);
 }
 
@@ -104,32 +111,11 @@ TEST(NumericsVsPyTorch, Gpt2Tiny) {
   auto ref = load_safetensors((dir / "g.safetensors").string());
   ASSERT_NE(ref.find("loss"), nullptr);
   EXPECT_NEAR(loss, ref.find("loss")->f32()[0], 1e-4 * std::fabs(ref.find("loss")->f32()[0]));
-  const Arena& a = model->params();
-  for (size_t i = 0; i < a.infos().size(); ++i) {
-    const std::string& pname = a.infos()[i].name;
-    const Tensor* g = ref.find(pname);
-    ASSERT_NE(g, nullptr) << pname;
-    Tensor mine = a.grad(i);
-    ASSERT_EQ(g->numel(), mine.numel()) << pname;
-    double max_diff = 0, max_ref = 0;
-    for (int64_t k = 0; k < mine.numel(); ++k) {
-      max_diff = std::max(max_diff, double(std::fabs(mine.f32()[k] - g->f32()[k])));
-      max_ref = std::max(max_ref, double(std::fabs(g->f32()[k])));
-    }
-    EXPECT_LE(max_diff, 1e-4 * max_ref) << "gpt2-tiny gradient of " << pname;
-  }
+  expect_grads_equal(*model, ref, "gpt2-tiny");
   fs::remove_all(dir);
 }
 
-// ||a - b|| / ||b||.
-double rel_l2(const float* a, const float* b, int64_t n) {
-  double d = 0, m = 1e-30;
-  for (int64_t i = 0; i < n; ++i) {
-    d += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    m += double(b[i]) * b[i];
-  }
-  return std::sqrt(d / m);
-}
+using testing_support::rel_l2;
 
 // cohort in bf16 against PyTorch's CPU autocast(bfloat16) from the same
 // weights and batch. Two bf16 computations round differently (which values,
