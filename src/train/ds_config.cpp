@@ -126,7 +126,8 @@ struct Reader {
     auto train = root.integer("train_batch_size", 1, kMaxCount, "a positive integer");
     auto micro = root.integer("train_micro_batch_size_per_gpu", 1, kMaxCount, "a positive integer");
     auto gas = root.integer("gradient_accumulation_steps", 1, 1e9, "a positive integer");
-    std::string micro_key = "train_micro_batch_size_per_gpu", gas_key = "gradient_accumulation_steps";
+    std::string micro_key = "train_micro_batch_size_per_gpu",
+                gas_key = "gradient_accumulation_steps";
     const bool batch_flag = !free("--batch"), accumulate_flag = !free("--accumulate");
     if (batch_flag) micro = cfg.batch, micro_key = "--batch";
     if (accumulate_flag) gas = cfg.accumulate, gas_key = "--accumulate";
@@ -139,12 +140,12 @@ struct Reader {
     if (train && micro && gas) {
       if (*train != *micro * *gas * world)
         root.fail("", detail::concat("train_batch_size ", *train, " != ", micro_key, " ", *micro,
-                                     " * ", gas_key, " ", *gas, " * world size ", world, " (= ",
-                                     *micro * *gas * world, ")"));
+                                     " * ", gas_key, " ", *gas, " * world size ", world,
+                                     " (= ", *micro * *gas * world, ")"));
     } else if (train && micro) {
       if (*train % (*micro * world) != 0)
-        root.fail("", detail::concat("train_batch_size ", *train, " is not divisible by ", micro_key,
-                                     " ", *micro, " * world size ", world));
+        root.fail("", detail::concat("train_batch_size ", *train, " is not divisible by ",
+                                     micro_key, " ", *micro, " * world size ", world));
       gas = *train / (*micro * world);
     } else if (train && gas) {
       if (*train % (*gas * world) != 0)
@@ -220,8 +221,9 @@ struct Reader {
     const auto type = s.string("type");
     if (!type) s.fail("type", "missing (WarmupLR or WarmupCosineLR)");
     if (*type == "WarmupDecayLR")
-      s.fail("type", "WarmupDecayLR decays linearly to 0, which none of cohort's schedules "
-                     "(constant, step, cosine) does; WarmupLR and WarmupCosineLR map");
+      s.fail("type",
+             "WarmupDecayLR decays linearly to 0, which none of cohort's schedules "
+             "(constant, step, cosine) does; WarmupLR and WarmupCosineLR map");
     const bool cosine = *type == "WarmupCosineLR";
     if (!cosine && *type != "WarmupLR")
       s.fail("type", "cohort has no '" + *type + "' (valid: WarmupLR, WarmupCosineLR)");
@@ -229,24 +231,24 @@ struct Reader {
     const auto warmup = p.integer("warmup_num_steps", 1, kMaxCount, "a positive integer");
     const auto warmup_type = p.string("warmup_type");
     if (warmup_type.value_or("log") != "linear")
-      p.fail("warmup_type", warmup_type ? "'" + *warmup_type +
-                                              "': cohort warms up linearly only (\"linear\")"
-                                        : "absent means DeepSpeed's log warm-up; cohort warms "
-                                          "up linearly: set \"warmup_type\": \"linear\"");
+      p.fail("warmup_type",
+             warmup_type ? "'" + *warmup_type + "': cohort warms up linearly only (\"linear\")"
+                         : "absent means DeepSpeed's log warm-up; cohort warms "
+                           "up linearly: set \"warmup_type\": \"linear\"");
     if (cosine) {
       const auto total = p.integer("total_num_steps", 1, kMaxCount, "a positive integer");
       if (!total) p.fail("total_num_steps", "missing (WarmupCosineLR needs it)");
       const auto start = p.number("warmup_min_ratio", 0, 1, "0..1");
       if (start && *start != 0)
-        p.fail("warmup_min_ratio", detail::concat("cohort's warm-up starts from 0: expected 0, got ",
-                                                  *start));
+        p.fail("warmup_min_ratio",
+               detail::concat("cohort's warm-up starts from 0: expected 0, got ", *start));
       cos_min_ratio = p.number("cos_min_ratio", 0, 1, "0..1").value_or(1e-4);
       if (free("--total-steps")) cfg.total_steps = *total;
     } else {
       const auto start = p.number("warmup_min_lr", 0, kInf, "0 or more");
       if (start && *start != 0)
-        p.fail("warmup_min_lr", detail::concat("cohort's warm-up starts from 0: expected 0, got ",
-                                               *start));
+        p.fail("warmup_min_lr",
+               detail::concat("cohort's warm-up starts from 0: expected 0, got ", *start));
       // The scheduler's peak wins over optimizer.params.lr, as in DeepSpeed.
       const auto peak = p.positive("warmup_max_lr");
       if (peak && free("--lr")) cfg.lr = float(*peak);
@@ -283,7 +285,8 @@ struct Reader {
       if (*comm == "fp16")
         root.fail("communication_data_type", "cohort's gradients travel as fp32 or bf16, not fp16");
       if (*comm != "fp32" && *comm != "bf16")
-        root.fail("communication_data_type", "expected \"fp32\" or \"bf16\", got \"" + *comm + "\"");
+        root.fail("communication_data_type",
+                  "expected \"fp32\" or \"bf16\", got \"" + *comm + "\"");
       if (free("--grad-dtype")) f.grad_dtype = *comm;
     }
   }
@@ -301,7 +304,10 @@ struct Reader {
     if (bucket && free("--bucket-mb"))
       strategy_args.push_back(detail::concat("--bucket-mb ", *bucket * 4 / (1 << 20)));
     if (overlap && !*overlap && free("--no-overlap")) strategy_args.push_back("--no-overlap");
-    if (gather) note("zero_optimization.allgather_bucket_size: accepted, unused (cohort cuts no all-gather buckets)");
+    if (gather)
+      note(
+          "zero_optimization.allgather_bucket_size: accepted, unused (cohort cuts no all-gather "
+          "buckets)");
     if (contiguous) note("zero_optimization.contiguous_gradients: cohort's arenas are contiguous");
     if (!stage) return;
     if (!free("--parallel")) {
@@ -363,8 +369,8 @@ void apply_ds_config(const json& doc, const std::string& path, TrainConfig& cfg,
   cfg.config = path;
 }
 
-void apply_ds_config(const std::string& path, TrainConfig& cfg,
-                     const std::set<std::string>& given, int world) {
+void apply_ds_config(const std::string& path, TrainConfig& cfg, const std::set<std::string>& given,
+                     int world) {
   std::ifstream in(path);
   COHORT_INPUT_CHECK(in, "--config ", path, ": cannot open the file");
   json doc;

@@ -20,8 +20,8 @@ namespace cohort {
 // "--config PATH: KEY: what" on any refusal. What a key only noted (a
 // cadence cohort has no use for, a bucket it does not cut) goes to
 // cfg.config_notes for the run's summary.
-void apply_ds_config(const std::string& path, TrainConfig& cfg,
-                     const std::set<std::string>& given, int world);
+void apply_ds_config(const std::string& path, TrainConfig& cfg, const std::set<std::string>& given,
+                     int world);
 
 // The same for a parsed document; `path` names it in errors.
 void apply_ds_config(const nlohmann::json& doc, const std::string& path, TrainConfig& cfg,

@@ -61,8 +61,8 @@ TEST(DsConfigCli, ABadFileIsOneLineNamingTheKey) {
   fs::create_directories(d);
   const std::string bad = (d / "ds.json").string();
   std::ofstream(bad) << R"({"zero_optimization": {"stage": 7}})";
-  const std::string base = std::string(COHORT_BIN) +
-                           " train --model mnist-small --data synthetic --limit 256 --config ";
+  const std::string base =
+      std::string(COHORT_BIN) + " train --model mnist-small --data synthetic --limit 256 --config ";
   expect_one_line_error(base + bad, "zero_optimization.stage: expected 0..3, got 7");
   std::ofstream(bad) << R"({"train_batch_size": 100, "train_micro_batch_size_per_gpu": 16})";
   expect_one_line_error(base + bad, "train_batch_size 100 is not divisible");

@@ -118,7 +118,8 @@ TEST(DsConfig, BatchArithmetic) {
            {R"({"train_batch_size": 96})", 3, 32, 1},
            {R"({"train_micro_batch_size_per_gpu": 8})", 2, 8, 1},
            {R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 8,
-                "gradient_accumulation_steps": 2})", 4, 8, 2}}) {
+                "gradient_accumulation_steps": 2})",
+            4, 8, 2}}) {
     const TrainConfig c = applied(json::parse(k.doc), {}, k.world);
     EXPECT_EQ(c.batch, k.batch) << k.doc << " world " << k.world;
     EXPECT_EQ(c.accumulate, k.accumulate) << k.doc << " world " << k.world;
@@ -131,10 +132,10 @@ TEST(DsConfig, BatchErrorsAsDeepSpeed) {
                     2),
             "--config ds.json: train_batch_size 100 != train_micro_batch_size_per_gpu 16 * "
             "gradient_accumulation_steps 2 * world size 2 (= 64)");
-  EXPECT_EQ(refusal(json::parse(R"({"train_batch_size": 128, "train_micro_batch_size_per_gpu": 16})"),
-                    3),
-            "--config ds.json: train_batch_size 128 is not divisible by "
-            "train_micro_batch_size_per_gpu 16 * world size 3");
+  EXPECT_EQ(
+      refusal(json::parse(R"({"train_batch_size": 128, "train_micro_batch_size_per_gpu": 16})"), 3),
+      "--config ds.json: train_batch_size 128 is not divisible by "
+      "train_micro_batch_size_per_gpu 16 * world size 3");
   EXPECT_EQ(refusal(json::parse(R"({"train_batch_size": 100, "gradient_accumulation_steps": 3})")),
             "--config ds.json: train_batch_size 100 is not divisible by "
             "gradient_accumulation_steps 3 * world size 1");
@@ -202,8 +203,9 @@ TEST(DsConfig, RefusesSchedulesCohortCannotRun) {
   EXPECT_NE(sched("WarmupLR", R"({"warmup_num_steps": 10})")
                 .find("scheduler.params.warmup_type: absent means DeepSpeed's log warm-up"),
             std::string::npos);
-  EXPECT_NE(sched("WarmupLR", R"({"warmup_type": "log"})").find("scheduler.params.warmup_type: 'log'"),
-            std::string::npos);
+  EXPECT_NE(
+      sched("WarmupLR", R"({"warmup_type": "log"})").find("scheduler.params.warmup_type: 'log'"),
+      std::string::npos);
   EXPECT_NE(sched("WarmupLR", R"({"warmup_type": "linear", "warmup_min_lr": 0.0001})")
                 .find("scheduler.params.warmup_min_lr: cohort's warm-up starts from 0"),
             std::string::npos);
@@ -224,8 +226,8 @@ TEST(DsConfig, FlagsGivenOnTheCommandLineWin) {
   c.lr = 0.5f;
   c.precision.precision = "fp32";
   c.parallel = "none";
-  apply_ds_config(doc, "ds.json", c, {"--batch", "--lr", "--precision", "--parallel", "--bucket-mb"},
-                  1);
+  apply_ds_config(doc, "ds.json", c,
+                  {"--batch", "--lr", "--precision", "--parallel", "--bucket-mb"}, 1);
   EXPECT_EQ(c.batch, 32);
   EXPECT_EQ(c.accumulate, 4);  // the file's 128 stands: 128 / 32
   EXPECT_FLOAT_EQ(c.lr, 0.5f);
