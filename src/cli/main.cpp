@@ -3,11 +3,13 @@
 // code throws typed errors; only here do they become one line and an exit
 // code: 2 for bad input (file, flag, data, checkpoint), 1 for anything else.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "bench/comm_bench.h"
@@ -22,6 +24,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #endif
 #include "nn/models/zoo.h"
+#include "train/ds_config.h"
 #include "train/generate.h"
 #include "train/trainer.h"
 
@@ -46,8 +49,13 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw");
   app.add_option("--momentum", c.momentum, "SGD momentum");
   app.add_option("--weight-decay", c.weight_decay);
+  app.add_option("--adam-beta1", c.beta1, "adam, adamw: first-moment decay");
+  app.add_option("--adam-beta2", c.beta2, "adam, adamw: second-moment decay");
+  app.add_option("--adam-eps", c.eps, "adam, adamw: the denominator's epsilon");
   app.add_option("--lr-schedule", c.schedule, "constant | step | cosine");
   app.add_option("--warmup", c.warmup_steps, "linear warm-up steps");
+  app.add_option("--total-steps", c.total_steps, "cosine: steps to the floor (0: the whole run)");
+  app.add_option("--min-lr", c.min_lr, "cosine: the floor");
   app.add_option("--clip", c.clip_norm, "gradient-norm clipping (0: off)");
   app.add_option("--threads", c.threads, "threads per process (0: CPUs / ranks on this machine)");
   app.add_option("--seed", c.seed)->check(CLI::NonNegativeNumber);
@@ -67,6 +75,26 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--accumulate", c.accumulate, "micro-batches per optimizer step");
   app.add_option("--timeout", c.timeout, "seconds before a stalled collective is reported");
   c.precision.add_to(app);
+  app.add_option("--config", c.config,
+                 "a DeepSpeed ds_config.json: batch, optimizer, scheduler, clipping, bf16/fp16, "
+                 "zero_optimization (flags given win over it)");
+}
+
+// Ranks the batch keys of --config are checked against: --workers, or this
+// mpirun job's size (a --workers rank sees no --workers flag).
+int config_world(const TrainConfig& c) {
+  if (c.workers > 1) return c.workers;
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  return size ? std::max(1, std::atoi(size)) : 1;
+}
+
+// --config: the file fills what the command line did not set.
+void apply_config_file(CLI::App& train, TrainConfig& c) {
+  if (c.config.empty()) return;
+  std::set<std::string> given;
+  for (const CLI::Option* o : train.get_options())
+    if (o->count() > 0) given.insert(o->get_name());
+  apply_ds_config(c.config, c, given, config_world(c));
 }
 
 // Set by the --workers launcher for its ranks: only rank 0 prints an InputError.
@@ -286,7 +314,10 @@ int run_comm(Commands& c, int argc, char** argv) {
 
 int dispatch(Commands& c, int argc, char** argv) {
   if (*c.models) return list_models();
-  if (*c.train) return run_train(c.train_cfg, argc, argv);
+  if (*c.train) {
+    apply_config_file(*c.train, c.train_cfg);
+    return run_train(c.train_cfg, argc, argv);
+  }
   if (*c.generate) {
     const auto ids = generate(c.generate_cfg);
     const int64_t vocab = nn::find_model(c.generate_cfg.model, c.generate_cfg.seq,

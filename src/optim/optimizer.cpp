@@ -225,10 +225,10 @@ void AdamW::step(float* params, const float* grads, int64_t n, float lr) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, float weight_decay,
-                                          float momentum) {
+                                          float momentum, float beta1, float beta2, float eps) {
   if (name == "sgd") return std::make_unique<Sgd>(momentum, weight_decay);
-  if (name == "adam") return std::make_unique<Adam>(0.9f, 0.999f, 1e-7f, weight_decay);
-  if (name == "adamw") return std::make_unique<AdamW>(0.9f, 0.999f, 1e-7f, weight_decay);
+  if (name == "adam") return std::make_unique<Adam>(beta1, beta2, eps, weight_decay);
+  if (name == "adamw") return std::make_unique<AdamW>(beta1, beta2, eps, weight_decay);
   throw InputError("unknown --optimizer '" + name + "' (valid: sgd, adam, adamw)");
 }
 

@@ -96,8 +96,9 @@ class AdamW : public Adam {
 };
 
 // "sgd" | "adam" | "adamw" (the --optimizer flag). `momentum` is used by sgd
-// only; Adam's betas keep their defaults. Unknown names throw InputError.
+// only, the betas and eps by adam and adamw. Unknown names throw InputError.
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, float weight_decay,
-                                          float momentum);
+                                          float momentum, float beta1 = 0.9f,
+                                          float beta2 = 0.999f, float eps = 1e-7f);
 
 }  // namespace cohort

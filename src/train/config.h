@@ -1,11 +1,12 @@
-// Everything `cohort train` is told, in one place (flags fill it; a config
-// file could too). Defaults follow the studies: Adam, lr 0.001, batch 128.
+// Everything `cohort train` is told, in one place (flags fill it, and a
+// DeepSpeed config file: train/ds_config.h). Defaults follow the studies: Adam, lr 0.001, batch 128.
 // The strategies' own flags live in their families (parallel/registry.h),
 // which `strategies` holds.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/registry.h"
 
@@ -25,8 +26,11 @@ struct TrainConfig {
   std::string optimizer = "adam";
   float momentum = 0.9f;
   float weight_decay = 0.0f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-7f;  // adam, adamw
   std::string schedule = "constant";
   int64_t warmup_steps = 0;
+  int64_t total_steps = 0;  // cosine: steps to the floor (0: the whole run)
+  float min_lr = 0.0f;      // cosine: the floor
   float clip_norm = 0.0f;
   int threads = 0;  // 0: the machine's CPUs / the job's ranks on it
   uint64_t seed = 0;
@@ -36,6 +40,8 @@ struct TrainConfig {
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
   std::string save, load, resume;  // train/resume.h
   PrecisionFlags precision;  // --precision, --grad-dtype, loss scaling
+  std::string config;                     // --config: the DeepSpeed file read ("" : none)
+  std::vector<std::string> config_notes;  // what its keys only noted, for the summary
 
   // Parallelism (src/parallel/): the strategy's name and every family's flags.
   std::string parallel = "none";
@@ -51,6 +57,8 @@ struct TrainConfig {
   RunSettings run_settings() const;
   // The flags as "--name value" lines, compared across ranks at start.
   std::string describe() const;
+  // The effective configuration, for the run's summary ("config").
+  nlohmann::ordered_json effective(int64_t global_batch) const;
 };
 
 }  // namespace cohort

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <sstream>
+
 #include "core/error.h"
 
 namespace cohort {
@@ -70,6 +72,33 @@ void Report::epoch(const nlohmann::ordered_json& e) {
   std::fflush(out_);
 }
 
+namespace {
+
+// The effective configuration (TrainConfig::effective) in one line.
+std::string config_line(const nlohmann::ordered_json& c) {
+  std::ostringstream os;
+  os << "config: batch " << c["batch"].get<int64_t>() << " x accumulate "
+     << c["accumulate"].get<int64_t>() << " (global " << c["global_batch"].get<int64_t>() << "), "
+     << c["optimizer"].get<std::string>() << " lr " << c["lr"].get<double>();
+  if (c.contains("betas"))
+    os << " betas " << c["betas"][0].get<double>() << "," << c["betas"][1].get<double>()
+       << " eps " << c["eps"].get<double>();
+  if (c.contains("momentum")) os << " momentum " << c["momentum"].get<double>();
+  os << " wd " << c["weight_decay"].get<double>() << ", " << c["lr_schedule"].get<std::string>()
+     << " schedule, warm-up " << c["warmup"].get<int64_t>();
+  if (c.contains("total_steps"))
+    os << ", " << c["total_steps"].get<int64_t>() << " steps to " << c["min_lr"].get<double>();
+  os << ", clip " << c["clip"].get<double>() << ", " << c["precision"].get<std::string>()
+     << " (gradients " << c["grad_dtype"].get<std::string>() << "), parallel "
+     << c["parallel"].get<std::string>();
+  if (!c["file"].get<std::string>().empty()) os << ", from " << c["file"].get<std::string>();
+  for (size_t i = 0; i < c["notes"].size(); ++i)
+    os << (i ? "; " : "; noted: ") << c["notes"][i].get<std::string>();
+  return os.str();
+}
+
+}  // namespace
+
 void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::string>& class_names,
                      const std::string& strategy_text) {
   if (!enabled_) return;
@@ -93,6 +122,7 @@ void Report::summary(const nlohmann::ordered_json& s, const std::vector<std::str
                    l["scale"].get<double>(), l["dynamic"].get<bool>() ? "dynamic" : "fixed",
                    (long long)l["skipped"].get<int64_t>(), (long long)l["steps"].get<int64_t>());
     }
+    if (s.contains("config")) std::fprintf(out_, "%s\n", config_line(s["config"]).c_str());
     std::fputs(strategy_text.c_str(), out_);
     auto& pc = s["per_class_accuracy"];
     // A vocabulary is no list of classes: no table of 50,257 lines.

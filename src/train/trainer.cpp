@@ -123,7 +123,8 @@ std::unique_ptr<Schedule> plan_schedule(const TrainConfig& cfg, const Sampler& s
   ScheduleOptions so;
   so.lr = cfg.lr;
   so.warmup_steps = cfg.warmup_steps;
-  so.total_steps = steps_per_epoch * cfg.epochs;
+  so.total_steps = cfg.total_steps > 0 ? cfg.total_steps : steps_per_epoch * cfg.epochs;
+  so.min_lr = cfg.min_lr;
   so.step_size = steps_per_epoch;
   return make_schedule(cfg.schedule, so);
 }
@@ -138,7 +139,8 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
                      " exceeds the ", run.data.train.size() * cfg.repeat, " training images of --data ",
                      cfg.data);
   if (comm) check_and_broadcast(*comm, *run.model, cfg.describe());
-  run.opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum);
+  run.opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum, cfg.beta1, cfg.beta2,
+                           cfg.eps);
   const RunSettings settings = cfg.run_settings();
   StrategyArgs args{settings, comm, *run.model, *run.opt};
   run.strategy = cfg.strategy().make(cfg.parallel, args);
@@ -245,6 +247,7 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
       {"threads", omp_get_max_threads()},
       {"precision", cfg.precision.precision},
       {"grad_dtype", cfg.precision.grad_dtype},
+      {"config", cfg.effective(run.global_batch)},
       {"test_accuracy", t.eval.accuracy},
       {"test_loss", t.eval.loss},
       {"per_class_accuracy", t.eval.per_class_accuracy},
