@@ -33,6 +33,10 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ", cfg.accumulate);
   auto [begin, end] = optimizer_range();
   opt_.init_state(end - begin);
+  if (cfg.stage == 1)
+    buckets_ =
+        std::make_unique<BucketReducer>(comm, model.params().grads().f32(), params_, cfg.bucket_mb,
+                                        true, DType::kF32, comm::Algorithm::kAuto);
   if (cfg.stage == 2) {
     int64_t largest = 0;
     for (int r = 0; r < comm.size(); ++r)
@@ -115,13 +119,18 @@ StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
   ctx.accumulate = micro_ > 0;
   // As data parallelism: the mean over the global batch.
   const float scale = 1.0f / float(batch.size() * comm_.size() * cfg_.accumulate);
+  const bool last = micro_ + 1 == cfg_.accumulate;
+  if (last && buckets_) buckets_->arm(ctx);
   StepResult r = local_.forward_backward(batch, scale, ctx);
   times.compute += t.seconds();
-  if (++micro_ < cfg_.accumulate) return r;
+  if (!last) {
+    ++micro_;
+    return r;
+  }
   micro_ = 0;
   t.reset();
-  if (cfg_.stage == 1)
-    comm_.allreduce(model_.params().grads().f32(), params_, comm::ReduceOp::kSum);
+  if (buckets_)
+    buckets_->finish();
   else
     reduce_scatter_grads();
   times.comm += t.seconds();

@@ -4,7 +4,8 @@
 // optimizer state of its shard only. Data flows as in data parallelism (each
 // rank its own shard of the data, loss scaled by 1/(global batch)); after the
 // last micro-batch's backward:
-//   stage 1: the gradients are all-reduced (every rank holds all of them),
+//   stage 1: the gradients are all-reduced (every rank holds all of them) in
+//            data parallelism's buckets, during backward (BucketReducer),
 //   stage 2: they are reduce-scattered (each rank ends with its shard's sum),
 // then each rank steps its shard (fp16: overflow voted over ranks; --clip:
 // the norm's squares summed over shards) and the updated shards are
@@ -15,16 +16,19 @@
 // optimizer state (1/N); stage 2 changes what is communicated, not what is
 // held (its summary says so, beside DeepSpeed's model).
 #pragma once
+#include <memory>
 #include <utility>
 
 #include "comm/communicator.h"
+#include "parallel/data_parallel.h"
 #include "parallel/local.h"
 
 namespace cohort {
 
 struct ZeroConfig {
-  int stage = 1;       // 1: optimizer state sharded; 2: gradients too
-  int accumulate = 1;  // micro-batches per optimizer step; communicate on the last
+  int stage = 1;          // 1: optimizer state sharded; 2: gradients too
+  int accumulate = 1;     // micro-batches per optimizer step; communicate on the last
+  double bucket_mb = 25;  // stage 1's buckets, reduced as backward fills them
 };
 
 class Zero final : public Strategy {
@@ -63,7 +67,8 @@ class Zero final : public Strategy {
   float clip_norm_;
   LocalStep local_;  // forward, backward and the loss scaler (its apply is not used)
   int64_t params_;   // P
-  Tensor scratch_;   // stage 2: one received shard of partial sums
+  std::unique_ptr<BucketReducer> buckets_;  // stage 1
+  Tensor scratch_;                          // stage 2: one received shard of partial sums
   int micro_ = 0;
 };
 
