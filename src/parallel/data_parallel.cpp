@@ -9,26 +9,18 @@
 
 namespace cohort {
 
-DataParallel::DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer& opt,
-                           const DataParallelConfig& cfg, uint64_t seed, float clip_norm,
-                           const Precision& precision)
-    : comm_(comm), model_(model), cfg_(cfg), local_(model, opt, seed, clip_norm, precision),
-      reducer_(cfg.grad_comm, cfg.algorithm) {
-  COHORT_INPUT_CHECK(cfg.bucket_mb > 0, "--bucket-mb must be positive, got ", cfg.bucket_mb);
-  COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ",
-                     cfg.accumulate);
-  // Buckets are cut from the end of the arena: backward finishes the last
-  // layers first, so the first bucket to fill is the arena's tail.
-  const int64_t total = model.params().size();
-  const size_t elem = dtype_size(model.params().grads().dtype());
-  const int64_t per = std::max<int64_t>(1, int64_t(cfg.bucket_mb * (1 << 20) / elem));
-  for (int64_t end = total; end > 0; end -= per)
+BucketReducer::BucketReducer(comm::Communicator& comm, float* grads, int64_t n, double bucket_mb,
+                             bool overlap, DType wire, comm::Algorithm algo)
+    : comm_(comm), grads_(grads), overlap_(overlap), reducer_(wire, algo) {
+  COHORT_INPUT_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
+  const int64_t per = std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)));
+  for (int64_t end = n; end > 0; end -= per)
     buckets_.push_back({std::max<int64_t>(0, end - per), end});
   pending_.assign(buckets_.size(), 0);
-  if (cfg_.overlap) thread_ = std::thread([this] { comm_loop(); });
+  if (overlap_) thread_ = std::thread([this] { comm_loop(); });
 }
 
-DataParallel::~DataParallel() {
+BucketReducer::~BucketReducer() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -44,12 +36,12 @@ DataParallel::~DataParallel() {
     thread_.join();
 }
 
-void DataParallel::reduce_bucket(size_t i) {
+void BucketReducer::reduce_bucket(size_t i) {
   auto [b, e] = buckets_[i];
-  reducer_.allreduce(comm_, model_.params().grads().f32() + b, e - b, comm::ReduceOp::kSum);
+  reducer_.allreduce(comm_, grads_ + b, e - b, comm::ReduceOp::kSum);
 }
 
-void DataParallel::comm_loop() {
+void BucketReducer::comm_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -72,7 +64,7 @@ void DataParallel::comm_loop() {
   }
 }
 
-void DataParallel::on_grad_ready(int64_t begin, int64_t end) {
+void BucketReducer::on_grad_ready(int64_t begin, int64_t end) {
   // A module's range may straddle buckets: count what each bucket received.
   for (size_t i = 0; i < buckets_.size(); ++i) {
     auto [b, e] = buckets_[i];
@@ -87,10 +79,35 @@ void DataParallel::on_grad_ready(int64_t begin, int64_t end) {
   }
 }
 
-void DataParallel::wait_all_buckets() {
+void BucketReducer::arm(nn::Context& ctx) {
+  if (!overlap_) return;
+  for (size_t i = 0; i < buckets_.size(); ++i)
+    pending_[i] = buckets_[i].second - buckets_[i].first;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = 0;
+  }
+  ctx.grad_ready = [this](int64_t b, int64_t e) { on_grad_ready(b, e); };
+}
+
+void BucketReducer::finish() {
+  if (!overlap_) {
+    for (size_t i = 0; i < buckets_.size(); ++i) reduce_bucket(i);
+    return;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return done_ == buckets_.size(); });
   if (error_) std::rethrow_exception(error_);
+}
+
+DataParallel::DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer& opt,
+                           const DataParallelConfig& cfg, uint64_t seed, float clip_norm,
+                           const Precision& precision)
+    : comm_(comm), cfg_(cfg), local_(model, opt, seed, clip_norm, precision),
+      reduce_(comm, model.params().grads().f32(), model.params().size(), cfg.bucket_mb,
+              cfg.overlap, cfg.grad_comm, cfg.algorithm) {
+  COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ",
+                     cfg.accumulate);
 }
 
 StepResult DataParallel::step(const Batch& batch, float lr, StepTimes& times) {
@@ -101,15 +118,7 @@ StepResult DataParallel::step(const Batch& batch, float lr, StepTimes& times) {
   // Mean over the global batch: every rank scales by 1/(world * batch * accumulate)
   // and the all-reduce sums, so N ranks at batch b follow one rank at batch N*b.
   const float scale = 1.0f / float(batch.size() * comm_.size() * cfg_.accumulate);
-  if (last && cfg_.overlap) {
-    for (size_t i = 0; i < buckets_.size(); ++i)
-      pending_[i] = buckets_[i].second - buckets_[i].first;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = 0;
-    }
-    ctx.grad_ready = [this](int64_t b, int64_t e) { on_grad_ready(b, e); };
-  }
+  if (last) reduce_.arm(ctx);
   StepResult r = local_.forward_backward(batch, scale, ctx);
   times.compute += t.seconds();
   if (!last) {
@@ -118,11 +127,7 @@ StepResult DataParallel::step(const Batch& batch, float lr, StepTimes& times) {
   }
   micro_ = 0;
   t.reset();
-  if (cfg_.overlap) {
-    wait_all_buckets();
-  } else {
-    for (size_t i = 0; i < buckets_.size(); ++i) reduce_bucket(i);
-  }
+  reduce_.finish();
   times.comm += t.seconds();
   t.reset();
   local_.apply(lr);

@@ -3,7 +3,8 @@
 // gradients are summed in buckets of the flat gradient arena: a bucket is a
 // contiguous range, so tensor fusion needs no copy. With overlap, a
 // background thread reduces each bucket as soon as backward has announced
-// all of it (Context::grad_ready), while backward goes on.
+// all of it (Context::grad_ready), while backward goes on. BucketReducer is
+// that machinery alone; ZeRO stage 1 reduces through it too.
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -26,12 +27,47 @@ struct DataParallelConfig {
   DType grad_comm = DType::kF32;  // the gradients' dtype on the wire: f32 or bf16
 };
 
+// Sums a flat f32 gradient arena over ranks in buckets cut from its end
+// (backward finishes the last layers first, so the tail fills first).
+class BucketReducer {
+ public:
+  BucketReducer(comm::Communicator& comm, float* grads, int64_t n, double bucket_mb, bool overlap,
+                DType wire, comm::Algorithm algo);
+  ~BucketReducer();
+  // Before the backward whose gradients are summed: with overlap, points
+  // ctx.grad_ready at the bucket queue.
+  void arm(nn::Context& ctx);
+  // After that backward: returns once every bucket is summed.
+  void finish();
+  // Number of buckets and their [begin, end) ranges, last layer's first.
+  const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return buckets_; }
+
+ private:
+  void on_grad_ready(int64_t begin, int64_t end);
+  void comm_loop();
+  void reduce_bucket(size_t i);
+
+  comm::Communicator& comm_;
+  float* grads_;
+  bool overlap_;
+  GradReducer reducer_;  // used by one thread at a time: the comm thread, or finish()
+  std::vector<std::pair<int64_t, int64_t>> buckets_;
+  std::vector<int64_t> pending_;  // elements of each bucket not yet announced
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<size_t> queue_;
+  size_t done_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
 class DataParallel final : public Strategy {
  public:
   DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer& opt,
                const DataParallelConfig& cfg, uint64_t seed, float clip_norm = 0,
                const Precision& precision = {});
-  ~DataParallel() override;
 
   std::string name() const override { return "dp"; }
   // Every rank sees the same summed gradients, so each decides alike on fp16
@@ -45,30 +81,14 @@ class DataParallel final : public Strategy {
   void sum(double* v, int n) override;
 
   // Number of buckets and their [begin, end) ranges, last layer's first.
-  const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return buckets_; }
+  const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return reduce_.buckets(); }
 
  private:
-  void on_grad_ready(int64_t begin, int64_t end);
-  void comm_loop();
-  void reduce_bucket(size_t i);
-  void wait_all_buckets();
-
   comm::Communicator& comm_;
-  nn::Model& model_;
   DataParallelConfig cfg_;
   LocalStep local_;
-  GradReducer reducer_;  // used by one thread at a time: the comm thread, or step()
-  std::vector<std::pair<int64_t, int64_t>> buckets_;
-  std::vector<int64_t> pending_;  // elements of each bucket not yet announced
+  BucketReducer reduce_;
   int micro_ = 0;
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<size_t> queue_;
-  size_t done_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
-  std::thread thread_;
 };
 
 }  // namespace cohort

@@ -12,6 +12,7 @@ StrategyRegistry::StrategyRegistry() {
   families_.push_back(local_family());
   families_.push_back(replicas_family());
   families_.push_back(data_parallel_family());
+  families_.push_back(zero_family());
   families_.push_back(parameter_server_family());
   families_.push_back(pipeline_family());
 }

@@ -106,6 +106,7 @@ class StrategyRegistry {
 std::unique_ptr<StrategyFamily> local_family();
 std::unique_ptr<StrategyFamily> replicas_family();
 std::unique_ptr<StrategyFamily> data_parallel_family();
+std::unique_ptr<StrategyFamily> zero_family();
 std::unique_ptr<StrategyFamily> parameter_server_family();
 std::unique_ptr<StrategyFamily> pipeline_family();
 

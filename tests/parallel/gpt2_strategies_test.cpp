@@ -1,4 +1,4 @@
-// GPT-2 under every strategy that applies: data parallelism, replicas,
+// GPT-2 under every strategy that applies: data parallelism, ZeRO-2, replicas,
 // pipelines cut between transformer blocks (the output projection tied to
 // wte on another stage: its gradient summed over the pipeline, its values
 // sent back after the step) and hybrid, each ending with the weights of the
@@ -55,6 +55,7 @@ TEST_P(Gpt2Strategies, MatchTheSingleProcess) {
 INSTANTIATE_TEST_SUITE_P(
     Strategies, Gpt2Strategies,
     ::testing::Values(Case{"dp", "--workers 2 --parallel dp", 8, 1e-5},
+                      Case{"zero2", "--workers 2 --parallel zero --zero-stage 2", 8, 1e-5},
                       Case{"replicas", "--parallel replicas --replicas 2", 16, 1e-5},
                       Case{"pp", "--parallel pp --stages 2 --micro-batches 2", 16, 1e-5},
                       Case{"pp3", "--parallel pp --stages 3 --micro-batches 4", 16, 1e-5},

@@ -68,10 +68,10 @@ TEST_P(PrecisionEquality, MatchesTheSingleProcessAtThatPrecision) {
 
 // checkpoint_rel_diff is max |a - b| over the largest |b| in the file,
 // momentum buffers included; 8 steps of batch 32. Measured: bf16 dp 1.6e-7,
-// replicas 5.4e-7, mp 0, pp 5.4e-7, hybrid 1.8e-7 (bf16 rounds the weights
-// each layer reads, so the strategies' f32 summation noise rarely reaches a
+// replicas 5.4e-7, mp 0, pp 5.4e-7, hybrid 1.8e-7, zero-2 5.4e-7 (bf16
+// rounds the weights each layer reads, so the strategies' f32 summation noise rarely reaches a
 // bf16 value: f32's own 1e-5 bound holds; 5e-6 is about 10x the largest).
-// fp16 dp 2.0e-4: emulated fp16 reads the f32 weights, so that noise moves
+// fp16 dp and zero-1 2.0e-4: emulated fp16 reads the f32 weights, so that noise moves
 // activations across fp16 rounding boundaries (one fp16 step is 4.9e-4), and
 // the trajectories drift apart by that much; from the same weights the
 // split's gradients match to 4e-7 at every precision. Bound 1e-3.
@@ -84,7 +84,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"pp_bf16", "bf16", "--parallel pp --stages 2 --micro-batches 2", 32, 5e-6},
         Case{"hybrid_bf16", "bf16", "--parallel hybrid --dp 2 --stages 2 --micro-batches 2", 16,
              5e-6},
-        Case{"dp_fp16", "fp16", "--workers 2 --parallel dp", 16, 1e-3}),
+        Case{"dp_fp16", "fp16", "--workers 2 --parallel dp", 16, 1e-3},
+        Case{"zero2_bf16", "bf16", "--workers 2 --parallel zero --zero-stage 2", 16, 5e-6},
+        Case{"zero1_fp16", "fp16", "--workers 2 --parallel zero --zero-stage 1", 16, 1e-3}),
     [](const auto& info) { return info.param.name; });
 
 // The control: the equality above is not f32 run twice. Each precision's
@@ -112,7 +114,8 @@ TEST(PrecisionEqualityControl, ReducedPrecisionDiffersFromFp32) {
 // overflowing step until the gradients fit fp16 (measured: 17 skipped, test
 // accuracy 0.67); pipeline stages vote, so all skip the same steps, and every
 // strategy skips as many as the single process and ends near its weights.
-// Measured 4.2e-4 (dp) to 5.1e-4 (replicas, pp). Real data sits in the
+// Measured 4.2e-4 (dp; zero, whose ranks vote over their shards) to
+// 5.1e-4 (replicas, pp). Real data sits in the
 // chaotic regime even at fp32 (exact zeros tie ReLU and max-pool decisions):
 // the same runs at fp32 measured 3e-7 (dp) and 2.7e-3 (replicas, pp). Bound
 // 1e-2; replicas that kept their own loss scale measured 1.0 (every step skipped).
@@ -154,7 +157,8 @@ TEST_P(PrecisionOverflow, Fp16OverflowsAreSkippedAsInTheSingleProcess) {
 INSTANTIATE_TEST_SUITE_P(Strategies, PrecisionOverflow,
                          ::testing::Values("--batch 64 --parallel pp --stages 2 --micro-batches 2",
                                            "--batch 64 --parallel replicas --replicas 2",
-                                           "--batch 32 --workers 2 --parallel dp"));
+                                           "--batch 32 --workers 2 --parallel dp",
+                                           "--batch 32 --workers 2 --parallel zero"));
 
 }  // namespace
 }  // namespace cohort
