@@ -38,6 +38,18 @@ void expect_grads_equal(nn::Model& model, const SafetensorsFile& ref, const std:
   }
 }
 
+// n synthetic 28x28 images: the model's weights (w.safetensors) and the batch
+// (x.safetensors, labels as f32) written to `dir` for the peer; returns the batch.
+Dataset write_inputs(const fs::path& dir, const std::string& name, nn::Model& model, int64_t n) {
+  Dataset d = make_synthetic(n, 28, 28, 1, 10, 11);
+  Tensor labels = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) labels.f32()[i] = float(d.labels[size_t(i)]);
+  save_checkpoint((dir / "w.safetensors").string(), name, model.params(), nullptr, {});
+  save_safetensors((dir / "x.safetensors").string(), {{"images", d.images}, {"labels", labels}},
+                   {});
+  return d;
+}
+
 void compare_with_pytorch(const std::string& name) {
   ASSERT_TRUE(peer_available()) << "python3-torch not importable by " << peer_python()
                                 << " (scripts/setup.sh installs it)";
@@ -45,12 +57,7 @@ void compare_with_pytorch(const std::string& name) {
   fs::create_directories(dir);
   auto model = nn::make_model(name, 3);
   const int64_t n = 16;
-  Dataset d = make_synthetic(n, 28, 28, 1, 10, 11);
-  Tensor labels = Tensor::empty({n});
-  for (int64_t i = 0; i < n; ++i) labels.f32()[i] = float(d.labels[size_t(i)]);
-  save_checkpoint((dir / "w.safetensors").string(), name, model->params(), nullptr, {});
-  save_safetensors((dir / "x.safetensors").string(), {{"images", d.images}, {"labels", labels}},
-                   {});
+  const Dataset d = write_inputs(dir, name, *model, n);
 
   // Dropout off on both sides (PyTorch's eval()); these models have no batch-norm.
   nn::Context ctx;
@@ -132,12 +139,7 @@ void compare_bf16_with_autocast(const std::string& name) {
   fs::create_directories(dir);
   auto model = nn::make_model(name, 3);
   const int64_t n = 32;
-  Dataset d = make_synthetic(n, 28, 28, 1, 10, 11);
-  Tensor labels = Tensor::empty({n});
-  for (int64_t i = 0; i < n; ++i) labels.f32()[i] = float(d.labels[size_t(i)]);
-  save_checkpoint((dir / "w.safetensors").string(), name, model->params(), nullptr, {});
-  save_safetensors((dir / "x.safetensors").string(), {{"images", d.images}, {"labels", labels}},
-                   {});
+  const Dataset d = write_inputs(dir, name, *model, n);
   nn::Context ctx;
   ctx.training = false;
   ctx.precision = DType::kBF16;
