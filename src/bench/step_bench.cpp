@@ -1,7 +1,6 @@
 #include "bench/step_bench.h"
 
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdio>
@@ -59,13 +58,6 @@ Dataset synthetic_batch(const nn::Model& model, int64_t n) {
   for (auto& l : d.labels) l = int32_t(rng.below(v));
   d.num_classes = model.num_classes();
   return d;
-}
-
-// This process's peak resident memory (getrusage), MB.
-double peak_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_maxrss) / 1024.0;
 }
 
 struct Timing {

@@ -1,5 +1,7 @@
 #include "core/memory.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -65,5 +67,11 @@ CountAllocations::CountAllocations(std::shared_ptr<MemoryCounter> counter)
 CountAllocations::~CountAllocations() { tls_counter = std::move(previous_); }
 
 const std::shared_ptr<MemoryCounter>& current_memory_counter() { return tls_counter; }
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;
+}
 
 }  // namespace cohort

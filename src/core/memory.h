@@ -56,6 +56,9 @@ class CountAllocations {
   std::shared_ptr<MemoryCounter> previous_;
 };
 
+// This process's peak resident memory (getrusage's ru_maxrss), MB.
+double peak_rss_mb();
+
 // The counter of the innermost live CountAllocations on this thread, or null.
 const std::shared_ptr<MemoryCounter>& current_memory_counter();
 

@@ -4,7 +4,6 @@
 #include "train/trainer.h"
 
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/cpus.h"
+#include "core/memory.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/prefetch.h"
@@ -85,13 +85,6 @@ struct Totals {
   int64_t updates = 0, micro = 0;
   EvalResult eval;
 };
-
-// This process's peak resident memory (every rank is alike under dp).
-double peak_memory_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_maxrss) / 1024.0;
-}
 
 // Token models read token streams (--data text | tokens), image models images.
 DataSplit load_data(const TrainConfig& cfg, const nn::Model& model) {
@@ -254,7 +247,7 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
       {"epoch_seconds", t.epoch_seconds},
       {"images_per_second", t.images / t.seconds},
       {"epoch_images_per_second", t.epoch_ips},
-      {"peak_memory_mb", peak_memory_mb()},
+      {"peak_memory_mb", peak_rss_mb()},  // every rank is alike under dp
       {"step_seconds",
        {{"total", (t.times.compute + t.times.comm + t.data_s) / n},
         {"compute", t.times.compute / n},
