@@ -45,6 +45,13 @@ class Strategy {
   // updates, whose state checkpoints gather and restore; end -1: the whole
   // arena. Stages and parameter servers own ranges; workers none ({0, 0}).
   virtual std::pair<int64_t, int64_t> optimizer_range() const { return {0, -1}; }
+  // ZeRO stage 3 keeps only this rank's shard of the parameters between
+  // steps. gather_params(root) makes rank root's arena (root -1: every
+  // rank's) hold the whole model, for a save or an evaluation that reads it
+  // directly; release_params() returns the other ranks' ranges to the
+  // kernel. Collective; nothing to do where every rank holds the model.
+  virtual void gather_params(int root) {}
+  virtual void release_params() {}
   // Figures of this strategy for the run's summary, as {"key": {...}}
   // (pipeline bubble and activation memory, parameter-server staleness).
   // Collective: every rank calls it once, after training; rank 0's is printed.
