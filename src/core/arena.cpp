@@ -1,6 +1,9 @@
 #include "core/arena.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "core/memory.h"
 
 namespace cohort {
 
@@ -29,9 +32,17 @@ size_t Arena::find(const std::string& name) const {
   throw Error("arena has no parameter named '" + name + "'");
 }
 
+// Zeroed pages from the kernel: untouched ranges cost nothing, so a ZeRO
+// rank that releases the other ranks' shards (core/memory.h) holds its own.
+static Tensor zeroed_pages(int64_t n) {
+  const size_t bytes = size_t(std::max<int64_t>(n, 1)) * sizeof(float);
+  std::shared_ptr<void> mem = allocate_pages(bytes);
+  return Tensor::view(mem.get(), {n}, DType::kF32, mem);
+}
+
 void Arena::allocate() {
-  params_ = Tensor::zeros({size_});
-  grads_ = Tensor::zeros({size_});
+  params_ = zeroed_pages(size_);
+  grads_ = zeroed_pages(size_);
   bind();
 }
 

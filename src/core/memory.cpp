@@ -1,6 +1,13 @@
 #include "core/memory.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
 
 #include <algorithm>
 #include <cstdlib>
@@ -72,6 +79,55 @@ double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_maxrss) / 1024.0;
+}
+
+double resident_mb() {
+  long pages = 0, resident = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  const int n = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? double(resident) * double(sysconf(_SC_PAGESIZE)) / (1 << 20) : 0;
+}
+
+double window_peak_rss_mb() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  return 0;
+}
+
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  return bool(out.flush());
+}
+
+std::shared_ptr<void> allocate_pages(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED)
+    throw Error(detail::concat("out of host memory mapping ", bytes, " bytes"));
+  return std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
+}
+
+void release_pages(void* p, size_t bytes, bool zero_edges) {
+  if (bytes == 0) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = uintptr_t(p), e = b + bytes;
+  const uintptr_t ib = (b + page - 1) / page * page, ie = e / page * page;
+  if (ib >= ie) {  // no whole page inside
+    if (zero_edges) std::memset(p, 0, bytes);
+    return;
+  }
+  if (zero_edges) {
+    std::memset(p, 0, ib - b);
+    std::memset(reinterpret_cast<void*>(ie), 0, e - ie);
+  }
+  COHORT_CHECK(madvise(reinterpret_cast<void*>(ib), ie - ib, MADV_DONTNEED) == 0,
+               "madvise(MADV_DONTNEED) of ", ie - ib, " bytes failed");
 }
 
 }  // namespace cohort

@@ -58,6 +58,24 @@ class CountAllocations {
 
 // This process's peak resident memory (getrusage's ru_maxrss), MB.
 double peak_rss_mb();
+// Its resident memory now (/proc/self/statm), MB.
+double resident_mb();
+// Its peak since the last reset_peak_rss (VmHWM in /proc/self/status), MB,
+// and the reset (writes 5 to /proc/self/clear_refs): a run can report the
+// peak of training apart from the peak of its set-up. 0 / false where the
+// kernel does not offer them.
+double window_peak_rss_mb();
+bool reset_peak_rss();
+
+// Zeroed host memory straight from the kernel (mmap): a page costs nothing
+// until first touched, so an arena of which a rank uses one shard holds only
+// that shard (and the pages it touches). 4096-byte aligned.
+std::shared_ptr<void> allocate_pages(size_t bytes);
+// Returns the whole pages inside [p, p + bytes) of such memory to the kernel
+// (they read as zeros again, and are resident again once written) and, with
+// `zero_edges`, zeroes the bytes of the range on the pages it shares with
+// its neighbours, so the whole range reads as zeros.
+void release_pages(void* p, size_t bytes, bool zero_edges);
 
 // The counter of the innermost live CountAllocations on this thread, or null.
 const std::shared_ptr<MemoryCounter>& current_memory_counter();

@@ -27,6 +27,44 @@ void Model::build_shared(Model& owner) {
   buffers_.share(owner.buffers_);
 }
 
+const Tensor& Model::forward(const Tensor& x, Context& ctx) {
+  const Tensor& in = cast_input(x, ctx.precision, input_);
+  if (!hooks_) return layers_->forward(in, ctx);
+  const Tensor* h = &in;
+  for (size_t i = 0; i < layers_->size(); ++i) {
+    hooks_->before_forward(i);
+    h = &layers_->forward_range(i, i + 1, *h, ctx);
+    hooks_->after_forward(i);
+  }
+  return *h;
+}
+
+void Model::backward(const Tensor& dout, Context& ctx) {
+  if (!hooks_) {
+    layers_->backward(dout, ctx);
+    return;
+  }
+  const Tensor* g = &dout;
+  for (size_t i = layers_->size(); i-- > 0;) {
+    hooks_->before_backward(i);
+    g = &layers_->backward_range(i, i + 1, *g, ctx);
+    hooks_->after_backward(i);
+  }
+}
+
+Ranges Model::layer_ranges(size_t i) const {
+  const Module& m = layers_->child(i);
+  Ranges r;
+  if (m.num_params()) r.push_back({m.param_begin(), m.param_end()});
+  const std::string prefix = layers_->child_name(i) + ".";
+  for (const Arena::Tie& t : params_.ties()) {
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    const ParamInfo& owner = params_.infos()[t.owner];
+    r.push_back({owner.offset, owner.offset + owner.numel()});
+  }
+  return r;
+}
+
 std::unique_ptr<Model> Model::clone(uint64_t seed) const { return build_model(spec_, seed); }
 
 std::unique_ptr<Model> Model::view() {

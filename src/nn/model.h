@@ -42,6 +42,22 @@ struct ModelSpec {
 // fp16 values) in `scratch`; token ids and f32 runs pass through.
 const Tensor& cast_input(const Tensor& x, DType precision, Tensor& scratch);
 
+// Called around each top-level layer's forward and backward (ZeRO stage 3
+// gathers a layer's parameters just before it runs and frees them after).
+// Every forward and backward through the model calls them, training or
+// evaluation alike, so under ranks every rank must make the same calls.
+class LayerHooks {
+ public:
+  virtual ~LayerHooks() = default;
+  virtual void before_forward(size_t layer) = 0;
+  virtual void after_forward(size_t layer) = 0;
+  virtual void before_backward(size_t layer) = 0;
+  virtual void after_backward(size_t layer) = 0;
+};
+
+// [begin, end) ranges of a parameter arena.
+using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+
 class Model {
  public:
   explicit Model(std::shared_ptr<const ModelSpec> spec);
@@ -73,10 +89,14 @@ class Model {
 
   // x: {N, H, W, C} (or {N, T} tokens) -> outputs {N, classes} (or {N, T, vocab}),
   // in the activation dtype of ctx.precision.
-  const Tensor& forward(const Tensor& x, Context& ctx) {
-    return layers_->forward(cast_input(x, ctx.precision, input_), ctx);
-  }
-  void backward(const Tensor& dout, Context& ctx) { layers_->backward(dout, ctx); }
+  const Tensor& forward(const Tensor& x, Context& ctx);
+  void backward(const Tensor& dout, Context& ctx);
+
+  // Null (the default) for none; the hooks outlive their use.
+  void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
+  // The parameter ranges top-level layer i reads: its own range and, for a
+  // layer tied to another's weight (GPT-2's lm_head), the owner's slot.
+  Ranges layer_ranges(size_t i) const;
 
  private:
   std::shared_ptr<const ModelSpec> spec_;
@@ -84,6 +104,7 @@ class Model {
   std::unique_ptr<Loss> loss_;
   Arena params_, buffers_;
   Tensor input_;  // the batch's images in the compute precision
+  LayerHooks* hooks_ = nullptr;
 };
 
 

@@ -11,14 +11,6 @@
 
 namespace cohort {
 
-namespace {
-
-constexpr int kZeroTag = 125;  // clear of pipeline (110-111), ps (120-121), resume (130)
-
-int mod(int a, int p) { return ((a % p) + p) % p; }
-
-}  // namespace
-
 Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const ZeroConfig& cfg,
            uint64_t seed, float clip_norm, const Precision& precision)
     : comm_(comm),
@@ -27,56 +19,26 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
       cfg_(cfg),
       clip_norm_(clip_norm),
       local_(model, opt, seed, 0, precision),
-      params_(model.params().size()) {
-  COHORT_INPUT_CHECK(cfg.stage == 1 || cfg.stage == 2, "--zero-stage must be 1 or 2, got ",
+      layout_(model.params().size(), comm.size()) {
+  COHORT_INPUT_CHECK(cfg.stage >= 1 && cfg.stage <= 3, "--zero-stage must be 1, 2 or 3, got ",
                      cfg.stage);
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ", cfg.accumulate);
+  COHORT_INPUT_CHECK(cfg.stage == 1 || precision.grad_comm == DType::kF32,
+                     "--grad-dtype bf16 is built for --zero-stage 1 only (its all-reduce); "
+                     "stages 2 and 3 reduce-scatter f32");
   auto [begin, end] = optimizer_range();
   opt_.init_state(end - begin);
-  if (cfg.stage == 1)
-    buckets_ =
-        std::make_unique<BucketReducer>(comm, model.params().grads().f32(), params_, cfg.bucket_mb,
-                                        true, DType::kF32, comm::Algorithm::kAuto);
-  if (cfg.stage == 2) {
-    int64_t largest = 0;
-    for (int r = 0; r < comm.size(); ++r)
-      largest = std::max(largest, shard_begin(r + 1) - shard_begin(r));
-    scratch_ = Tensor::empty({largest});
+  if (cfg.stage == 1) {
+    buckets_ = std::make_unique<BucketReducer>(comm, model.params().grads().f32(),
+                                               model.params().size(), cfg.bucket_mb, true,
+                                               precision.grad_comm, comm::Algorithm::kRing);
+  } else {
+    layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb);
+    model.set_layer_hooks(layers_.get());
   }
 }
 
-// Ring reduce-scatter over the shards in place: at step s rank r passes on
-// its partial sum of shard r-s-1 and adds the one it receives into shard
-// r-s-2; after N-1 steps shard r (its own) holds every rank's contribution.
-// The other shards of the arena are left holding partial sums.
-void Zero::reduce_scatter_grads() {
-  const int p = comm_.size(), r = rank();
-  float* g = model_.params().grads().f32();
-  float* tmp = scratch_.f32();
-  const int right = (r + 1) % p, left = (r + p - 1) % p;
-  for (int s = 0; s < p - 1; ++s) {
-    const int sb = mod(r - s - 1, p), rb = mod(r - s - 2, p);
-    const int64_t rn = shard_begin(rb + 1) - shard_begin(rb);
-    comm_.sendrecv(g + shard_begin(sb), shard_bytes(sb), right, tmp, shard_bytes(rb), left,
-                   kZeroTag);
-    float* acc = g + shard_begin(rb);
-#pragma omp simd
-    for (int64_t i = 0; i < rn; ++i) acc[i] += tmp[i];
-  }
-}
-
-// Ring allgather in place: at step s rank r passes on shard r-s (its own
-// first) and receives shard r-s-1.
-void Zero::allgather_params() {
-  const int p = comm_.size(), r = rank();
-  float* w = model_.params().params().f32();
-  const int right = (r + 1) % p, left = (r + p - 1) % p;
-  for (int s = 0; s < p - 1; ++s) {
-    const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
-    comm_.sendrecv(w + shard_begin(sb), shard_bytes(sb), right, w + shard_begin(rb),
-                   shard_bytes(rb), left, kZeroTag);
-  }
-}
+Zero::~Zero() { model_.set_layer_hooks(nullptr); }
 
 bool Zero::any_rank(bool v) {
   float f = v ? 1.0f : 0.0f;
@@ -113,7 +75,16 @@ void Zero::step_shard(float lr) {
   if (n > 0) opt_.step(w, g, n, lr);
 }
 
+// Set-up (build, --load, --resume) wrote the whole arena on every rank;
+// stage 3 keeps the shard only. The peak of training is measured from here.
+void Zero::start() {
+  started_ = true;
+  if (cfg_.stage == 3) layers_->shard_params();
+  reset_peak_rss();
+}
+
 StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
+  if (!started_) start();
   Timer t;
   nn::Context ctx;
   ctx.accumulate = micro_ > 0;
@@ -121,84 +92,106 @@ StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
   const float scale = 1.0f / float(batch.size() * comm_.size() * cfg_.accumulate);
   const bool last = micro_ + 1 == cfg_.accumulate;
   if (last && buckets_) buckets_->arm(ctx);
-  StepResult r = local_.forward_backward(batch, scale, ctx);
-  times.compute += t.seconds();
-  if (!last) {
-    ++micro_;
-    return r;
+  const double waited = layers_ ? layers_->wait_seconds() : 0;
+  StepResult r;
+  {
+    CountAllocations count(activations_);
+    r = local_.forward_backward(batch, scale, ctx);
   }
-  micro_ = 0;
+  if (layers_) layers_->finish_backward();
+  const double comm_s = layers_ ? layers_->wait_seconds() - waited : 0;
+  times.compute += t.seconds() - comm_s;
+  times.comm += comm_s;
+  micro_ = last ? 0 : micro_ + 1;
+  if (!last) return r;
   t.reset();
-  if (buckets_)
-    buckets_->finish();
-  else
-    reduce_scatter_grads();
+  if (buckets_) buckets_->finish();
   times.comm += t.seconds();
   t.reset();
   step_shard(lr);
   times.compute += t.seconds();
   t.reset();
-  allgather_params();
+  if (cfg_.stage == 3)
+    layers_->release_all();  // copies of other shards are stale now
+  else
+    allgather_shards(comm_, layout_, model_.params().params().f32());
   times.comm += t.seconds();
   return r;
 }
 
+void Zero::gather_params(int root) {
+  if (layers_) layers_->gather_all(root);
+}
+
+void Zero::release_params() {
+  if (layers_) layers_->release_all();
+}
+
 void Zero::sum(double* v, int n) { comm::sum_metrics(comm_, v, n); }
 
-nlohmann::ordered_json Zero::summary() {
-  // What this rank holds, then every rank's (sizes differ by a shard's rounding).
-  int64_t state = 0;
-  for (const Tensor* t : opt_.state()) state += int64_t(t->nbytes());
-  const Arena& a = model_.params();
-  const int64_t mine[3] = {int64_t(a.params().nbytes()),
-                           int64_t(a.grads().nbytes() + (cfg_.stage == 2 ? scratch_.nbytes() : 0)),
-                           state};
-  const int n = comm_.size();
-  std::vector<int64_t> all(size_t(3 * n), 0);
-  for (int i = 0; i < 3; ++i) all[size_t(3 * rank() + i)] = mine[i];
-  for (int r = 0; r < n; ++r) comm_.broadcast(&all[size_t(3 * r)], 3 * sizeof(int64_t), r);
-  nlohmann::ordered_json params = nlohmann::ordered_json::array(), grads = params, opt = params;
-  for (int r = 0; r < n; ++r) {
-    params.push_back(all[size_t(3 * r)]);
-    grads.push_back(all[size_t(3 * r + 1)]);
-    opt.push_back(all[size_t(3 * r + 2)]);
+// Per rank: the bytes of parameters, gradients, optimizer state and
+// activations it held at most, and its peak resident memory (of training, and
+// of the whole process with set-up).
+nlohmann::ordered_json Zero::held_bytes() {
+  const auto [sb, se] = optimizer_range();
+  const double shard = double(se - sb) * 4, all = double(model_.params().size()) * 4;
+  double state = 0;
+  for (const Tensor* t : opt_.state()) state += double(t->nbytes());
+  const double params = cfg_.stage == 3 ? shard + double(layers_->peak_gathered()) * 4 : all;
+  const double grads = cfg_.stage == 1 ? all : shard + double(layers_->peak_bucket()) * 4;
+  const std::vector<double> mine = {params, grads, state, double(activations_->peak()),
+                                    window_peak_rss_mb(), peak_rss_mb()};
+  const int n = comm_.size(), k = int(mine.size());
+  std::vector<double> every(size_t(n * k), 0.0);
+  std::copy(mine.begin(), mine.end(), every.begin() + rank() * k);
+  for (int r = 0; r < n; ++r) comm_.broadcast(&every[size_t(r * k)], size_t(k) * 8, r);
+  const char* keys[] = {"parameters", "gradients", "optimizer_state", "activations",
+                        "training_peak_rss_mb", "peak_rss_mb"};
+  nlohmann::ordered_json out;
+  for (int i = 0; i < k; ++i) {
+    nlohmann::ordered_json per = nlohmann::ordered_json::array();
+    for (int r = 0; r < n; ++r) per.push_back(every[size_t(r * k + i)]);
+    out[keys[i]] = per;
   }
+  return out;
+}
+
+nlohmann::ordered_json Zero::summary() {
   // DeepSpeed's model (ZeRO paper, section 3): Adam in mixed precision holds
   // 2 bytes of fp16 weights, 2 of fp16 gradients and K = 12 of f32 state
-  // (master weights, momentum, variance) per parameter.
-  const double psi = double(params_);
+  // (master weights, momentum, variance) per parameter. cohort holds f32
+  // weights (the master copy), f32 gradients and 8 bytes of Adam state:
+  // the same 16 bytes, cut the same way.
+  const double psi = double(model_.params().size());
+  const int n = comm_.size();
   nlohmann::ordered_json s = local_.summary();
-  s["zero"] = {
-      {"stage", cfg_.stage},
-      {"ranks", n},
-      {"parameters", params_},
-      {"held_bytes_per_rank",
-       {{"parameters", params}, {"gradients", grads}, {"optimizer_state", opt}}},
-      {"holds",
-       "f32 master weights and f32 gradients for the whole arena on every rank" +
-           std::string(cfg_.stage == 2 ? " plus one shard of reduce-scatter scratch" : "") + "; " +
-           opt_.name() + " state for this rank's shard only"},
-      {"deepspeed_model_bytes_per_rank",
-       {{"dp", 16 * psi}, {"zero1", 4 * psi + 12 * psi / n}, {"zero2", 2 * psi + 14 * psi / n}}}};
+  s["zero"] = {{"stage", cfg_.stage},
+               {"ranks", n},
+               {"parameters", model_.params().size()},
+               {"held_bytes_per_rank", held_bytes()},
+               {"deepspeed_model_bytes_per_rank",
+                {{"dp", 16 * psi},
+                 {"zero1", 4 * psi + 12 * psi / n},
+                 {"zero2", 2 * psi + 14 * psi / n},
+                 {"zero3", 16 * psi / n}}}};
   return s;
 }
 
 namespace {
 
-// --parallel zero --zero-stage 1|2.
+// --parallel zero --zero-stage 1|2|3.
 class ZeroFamily final : public StrategyFamily {
  public:
   std::vector<std::string> names() const override { return {"zero"}; }
   std::string help() const override {
-    return "zero: data parallelism with the optimizer state (--zero-stage 1) and the gradient "
-           "reduction (2) sharded over ranks (DeepSpeed ZeRO)";
+    return "zero: data parallelism with the optimizer state (--zero-stage 1), the gradients (2) "
+           "and the parameters (3) sharded over ranks (DeepSpeed ZeRO)";
   }
   void add_flags(CLI::App& app) override {
-    app.add_option("--zero-stage", stage_, "1 | 2: what ZeRO shards over ranks (zero)");
+    app.add_option("--zero-stage", stage_, "1 | 2 | 3: what ZeRO shards over ranks (zero)");
   }
   void validate() const override {
-    COHORT_INPUT_CHECK(stage_ != 3, "--zero-stage 3 is not built yet; use 1 or 2");
-    COHORT_INPUT_CHECK(stage_ == 1 || stage_ == 2, "--zero-stage must be 1 or 2, got ", stage_);
+    COHORT_INPUT_CHECK(stage_ >= 1 && stage_ <= 3, "--zero-stage must be 1, 2 or 3, got ", stage_);
   }
   void describe(std::ostream& os) const override { os << "--zero-stage " << stage_ << "\n"; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
@@ -214,28 +207,37 @@ class ZeroFamily final : public StrategyFamily {
     const auto& z = s["zero"];
     const auto& held = z["held_bytes_per_rank"];
     const auto& ds = z["deepspeed_model_bytes_per_rank"];
+    const int stage = z["stage"].get<int>();
     const double mb = 1 << 20;
+    const char* model_key[] = {"dp", "zero1", "zero2", "zero3"};
     char line[512];
     std::snprintf(line, sizeof line,
-                  "zero stage %d on %d ranks, rank 0 holds: parameters %.1f MB, gradients %.1f "
-                  "MB, optimizer state %.1f MB (DeepSpeed's model, Adam mixed precision: dp "
-                  "%.1f, zero-1 %.1f, zero-2 %.1f MB per rank)\n",
-                  z["stage"].get<int>(), z["ranks"].get<int>(),
-                  held["parameters"][0].get<double>() / mb, held["gradients"][0].get<double>() / mb,
-                  held["optimizer_state"][0].get<double>() / mb, ds["dp"].get<double>() / mb,
-                  ds["zero1"].get<double>() / mb, ds["zero2"].get<double>() / mb);
+                  "zero stage %d on %d ranks, rank 0 held at most: parameters %.1f MB, gradients "
+                  "%.1f MB, optimizer state %.1f MB, activations %.1f MB; peak resident %.0f MB "
+                  "in training (DeepSpeed's model, Adam mixed precision: %.1f MB per rank)\n",
+                  stage, z["ranks"].get<int>(), held["parameters"][0].get<double>() / mb,
+                  held["gradients"][0].get<double>() / mb,
+                  held["optimizer_state"][0].get<double>() / mb,
+                  held["activations"][0].get<double>() / mb,
+                  held["training_peak_rss_mb"][0].get<double>(),
+                  ds[model_key[stage]].get<double>() / mb);
     return line;
   }
   std::vector<BenchRow> bench_rows() const override {
-    return {{"zero2",
-             "cohort zero-2 (reduce-scatter)",
-             "cohort",
-             2,
-             2,
-             1,
-             false,
-             {"--workers", "2", "--parallel", "zero", "--zero-stage", "2"},
-             ""}};
+    std::vector<BenchRow> rows;
+    for (int stage : {1, 2, 3}) {
+      const std::string s = std::to_string(stage);
+      rows.push_back({"zero" + s,
+                      "cohort zero-" + s,
+                      "cohort",
+                      2,
+                      2,
+                      1,
+                      false,
+                      {"--workers", "2", "--parallel", "zero", "--zero-stage", s},
+                      ""});
+    }
+    return rows;
   }
 
  private:

@@ -1,40 +1,48 @@
-// ZeRO (DeepSpeed's Zero Redundancy Optimizer), stages 1 and 2, over
-// cohort's flat arenas. Rank r of N owns the shard [r*P/N, (r+1)*P/N) of the
-// parameter, gradient and optimizer buffers (P parameters), and keeps the
-// optimizer state of its shard only. Data flows as in data parallelism (each
-// rank its own shard of the data, loss scaled by 1/(global batch)); after the
-// last micro-batch's backward:
-//   stage 1: the gradients are all-reduced (every rank holds all of them) in
-//            data parallelism's buckets, during backward (BucketReducer),
-//   stage 2: they are reduce-scattered (each rank ends with its shard's sum),
-// then each rank steps its shard (fp16: overflow voted over ranks; --clip:
-// the norm's squares summed over shards) and the updated shards are
-// all-gathered, so every rank holds the whole model again.
-//
-// Memory, honestly: the arena keeps f32 master weights and an f32 gradient
-// slot for every parameter on every rank, so what shrinks today is the
-// optimizer state (1/N); stage 2 changes what is communicated, not what is
-// held (its summary says so, beside DeepSpeed's model).
+// ZeRO (DeepSpeed's Zero Redundancy Optimizer), stages 1-3, over cohort's
+// flat arenas. The arenas are cut into one contiguous shard per rank
+// (parallel/shards.h); rank r keeps the optimizer state of its shard only
+// and steps only its shard. Data flows as in data parallelism (each rank its
+// own part of the data, the loss scaled by 1/(global batch)).
+//   stage 1: after the last micro-batch's backward the gradients are
+//            all-reduced in data parallelism's buckets, during backward
+//            (BucketReducer); every rank holds all parameters and gradients.
+//   stage 2: as backward finishes each layer, its gradients are
+//            reduce-scattered in buckets and the other ranks' part returned to
+//            the kernel (parallel/zero_layers.h): a rank holds its shard's
+//            gradients. Every micro-batch is reduced (later ones add into the
+//            shard's sum, as DeepSpeed's do).
+//   stage 3: as stage 2, and the parameters live sharded too: each layer's are
+//            gathered just before it runs, forward and backward, the next
+//            layer's prefetched, and freed after it.
+// Then each rank steps its shard (fp16: overflow voted over ranks; --clip:
+// the squares summed over shards), and stages 1 and 2 all-gather the updated
+// shards. Arenas are mapped lazily (core/memory.h), so a released page costs
+// nothing: what a rank holds is what the summary reports, beside DeepSpeed's
+// model and the measured peak resident memory.
 #pragma once
 #include <memory>
 #include <utility>
 
 #include "comm/communicator.h"
+#include "core/memory.h"
 #include "parallel/data_parallel.h"
 #include "parallel/local.h"
+#include "parallel/shards.h"
+#include "parallel/zero_layers.h"
 
 namespace cohort {
 
 struct ZeroConfig {
-  int stage = 1;          // 1: optimizer state sharded; 2: gradients too
-  int accumulate = 1;     // micro-batches per optimizer step; communicate on the last
-  double bucket_mb = 25;  // stage 1's buckets, reduced as backward fills them
+  int stage = 1;          // 1: optimizer state sharded; 2: gradients too; 3: parameters too
+  int accumulate = 1;     // micro-batches per optimizer step
+  double bucket_mb = 25;  // gradient buckets, reduced as backward fills them
 };
 
 class Zero final : public Strategy {
  public:
   Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const ZeroConfig& cfg,
        uint64_t seed, float clip_norm = 0, const Precision& precision = {});
+  ~Zero() override;
 
   std::string name() const override { return "zero"; }
   int rank() const override { return comm_.rank(); }
@@ -43,22 +51,19 @@ class Zero final : public Strategy {
   void sum(double* v, int n) override;
   // This rank's shard: checkpoints gather the shards and resume restores
   // each rank's own (at any rank count: the file holds the whole state).
-  std::pair<int64_t, int64_t> optimizer_range() const override {
-    return {shard_begin(rank()), shard_begin(rank() + 1)};
-  }
+  std::pair<int64_t, int64_t> optimizer_range() const override { return layout_.shard(rank()); }
+  void gather_params(int root) override;
+  void release_params() override;
   LossScaler* loss_scaler() override { return local_.loss_scaler(); }
   // {"zero": bytes held per rank beside DeepSpeed's model} and the loss scale.
   nlohmann::ordered_json summary() override;
 
-  int64_t shard_begin(int r) const { return int64_t(r) * params_ / comm_.size(); }
-  size_t shard_bytes(int r) const { return size_t(shard_begin(r + 1) - shard_begin(r)) * 4; }
-
  private:
-  void reduce_scatter_grads();  // stage 2: ring, in place, uneven shards
-  void allgather_params();      // ring, in place
+  void start();  // before the first step: release what this rank does not hold
   void step_shard(float lr);
   bool any_rank(bool v);
   double sum_over_ranks(double v);  // in rank order, the same on every rank
+  nlohmann::ordered_json held_bytes();
 
   comm::Communicator& comm_;
   nn::Model& model_;
@@ -66,9 +71,11 @@ class Zero final : public Strategy {
   ZeroConfig cfg_;
   float clip_norm_;
   LocalStep local_;  // forward, backward and the loss scaler (its apply is not used)
-  int64_t params_;   // P
+  ShardLayout layout_;
   std::unique_ptr<BucketReducer> buckets_;  // stage 1
-  Tensor scratch_;                          // stage 2: one received shard of partial sums
+  std::unique_ptr<ZeroLayers> layers_;      // stages 2 and 3
+  std::shared_ptr<MemoryCounter> activations_ = std::make_shared<MemoryCounter>();
+  bool started_ = false;
   int micro_ = 0;
 };
 

@@ -4,15 +4,17 @@
 
 namespace cohort {
 
-EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch) {
+EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch, int64_t batches) {
   nn::Context ctx;
   ctx.training = false;
   const int k = data.num_classes;
   std::vector<int64_t> seen(size_t(k), 0), right(size_t(k), 0);
   double loss_sum = 0;
   const int64_t p = data.positions();
-  for (int64_t b = 0; b < data.size(); b += batch) {
-    const int64_t e = std::min(data.size(), b + batch);
+  const int64_t n = data.size();
+  if (batches <= 0) batches = (n + batch - 1) / batch;
+  for (int64_t j = 0; j < batches; ++j) {
+    const int64_t b = n * j / batches, e = n * (j + 1) / batches;
     const Tensor& out = model.forward(data.images.slice(b, e), ctx);
     const int32_t* labels = data.labels.data() + b * p;
     loss_sum += model.loss().compute(out, labels, nullptr, 1).loss_sum;

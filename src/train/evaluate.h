@@ -20,7 +20,10 @@ struct EvalResult {
   static EvalResult from_sums(const std::vector<double>& v);
 };
 
-// The model's own loss over `data`; accuracy (per class for class outputs).
-EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch);
+// The model's own loss over `data`; accuracy (per class for class outputs),
+// in batches of `batch`, or with `batches` > 0 in exactly that many batches of
+// near-equal size (ranks whose every forward is collective, ZeRO stage 3,
+// must each run the same number).
+EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch, int64_t batches = 0);
 
 }  // namespace cohort

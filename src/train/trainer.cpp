@@ -161,7 +161,13 @@ EvalResult evaluate_all(Run& run, int64_t batch) {
   // No larger than the training batch: every rank runs the whole model here,
   // and a big model's activations at 256 (ResNet-50 at 32x32: several GB per
   // rank) must fit beside the other ranks on one machine.
-  EvalResult mine = evaluate(*run.model, test.slice(b, e), std::min<int64_t>(256, batch));
+  // Every rank runs the same number of batches: under ZeRO stage 3 each
+  // forward gathers the layers' parameters from all ranks.
+  const int64_t size = std::min<int64_t>(256, batch);
+  const int64_t smallest = test.size() / strategy.world();
+  const int64_t largest = (test.size() + strategy.world() - 1) / strategy.world();
+  const int64_t batches = std::min((largest + size - 1) / size, smallest);
+  EvalResult mine = evaluate(*run.model, test.slice(b, e), size, batches);
   std::vector<double> v = mine.to_sums();
   strategy.sum(v.data(), int(v.size()));
   return EvalResult::from_sums(v);
@@ -289,10 +295,13 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     add_token_figures(*run.model, line);
     report.epoch(line);
     check_weights(cfg, run, epoch);
-    if (!cfg.save.empty())  // collective: rank 0 gathers the optimizer state and writes
+    if (!cfg.save.empty()) {  // collective: rank 0 gathers the optimizer state and writes
+      run.strategy->gather_params(0);  // ZeRO-3: the whole model to rank 0
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
                           {epoch, totals.updates, scale_state(*run.strategy)},
                           rank == 0 && epoch == run.start.epoch + 1);
+      run.strategy->release_params();
+    }
   }
   nlohmann::ordered_json summary = summarize(cfg, run, totals, world);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));

@@ -1,0 +1,86 @@
+#include "parallel/shards.h"
+
+#include <algorithm>
+
+#include "core/memory.h"
+
+namespace cohort {
+
+namespace {
+
+constexpr int kShardTag = 125;  // clear of pipeline (110-111), ps (120-121), resume (130)
+constexpr int64_t kAlign = 16;   // floats: one 64-byte line
+
+int mod(int a, int p) { return ((a % p) + p) % p; }
+
+// Block k's part of [b, e).
+std::pair<int64_t, int64_t> clip(const ShardLayout& l, int k, int64_t b, int64_t e) {
+  const int64_t lo = std::max(b, l.begin(k)), hi = std::min(e, l.end(k));
+  return {lo, std::max(lo, hi)};
+}
+
+}  // namespace
+
+ShardLayout::ShardLayout(int64_t elements, int ranks) : n_(elements), ranks_(ranks) {
+  const int64_t per = (elements + ranks - 1) / ranks;
+  step_ = std::max<int64_t>(kAlign, (per + kAlign - 1) / kAlign * kAlign);
+}
+
+// Ring reduce-scatter over the blocks' parts of [b, e): at step s rank r
+// passes on part r-s (holding s+1 contributions) and adds its own into the
+// part r-s-1 it receives, acc = acc + received, as comm/ring.cpp does.
+void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g, int64_t b,
+                          int64_t e, float* scratch) {
+  const int p = c.size(), r = c.rank();
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  for (int s = 0; s < p - 1; ++s) {
+    const auto [sb, se] = clip(l, mod(r - s, p), b, e);
+    const auto [rb, re] = clip(l, mod(r - s - 1, p), b, e);
+    for (int64_t off = 0; off < std::max(se - sb, re - rb); off += kShardSegment) {
+      const int64_t sn = std::clamp<int64_t>(se - sb - off, 0, kShardSegment);
+      const int64_t rn = std::clamp<int64_t>(re - rb - off, 0, kShardSegment);
+      c.sendrecv(g + sb + off, size_t(sn) * 4, right, scratch, size_t(rn) * 4, left, kShardTag);
+      float* acc = g + rb + off;
+#pragma omp simd
+      for (int64_t i = 0; i < rn; ++i) acc[i] = acc[i] + scratch[i];
+    }
+  }
+}
+
+// At step s rank r passes on block r+1-s (its own first) and receives r-s.
+void allgather_shards(comm::Communicator& c, const ShardLayout& l, float* w) {
+  const int p = c.size(), r = c.rank();
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  for (int s = 0; s < p - 1; ++s) {
+    const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
+    c.sendrecv(w + l.begin(sb), size_t(l.end(sb) - l.begin(sb)) * 4, right, w + l.begin(rb),
+               size_t(l.end(rb) - l.begin(rb)) * 4, left, kShardTag);
+  }
+}
+
+void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
+                  int root) {
+  for (int k = 0; k < l.ranks(); ++k) {
+    const auto [lo, hi] = clip(l, k, b, e);
+    if (hi <= lo) continue;
+    const int owner = l.owner_of(k);
+    if (root < 0) {
+      c.broadcast(w + lo, size_t(hi - lo) * 4, owner);
+    } else if (owner != root) {
+      if (c.rank() == owner) c.send(w + lo, size_t(hi - lo) * 4, root, kShardTag);
+      if (c.rank() == root) c.recv(w + lo, size_t(hi - lo) * 4, owner, kShardTag);
+    }
+  }
+}
+
+void release_unowned(const ShardLayout& l, int rank, float* base, int64_t b, int64_t e,
+                     bool zero) {
+  const auto [sb, se] = l.shard(rank);
+  const auto drop = [&](int64_t lo, int64_t hi) {
+    if (hi > lo) release_pages(base + lo, size_t(hi - lo) * 4, zero);
+  };
+  drop(b, std::min(e, sb));
+  drop(std::max(b, se), e);
+}
+
+}  // namespace cohort

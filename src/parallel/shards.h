@@ -1,0 +1,54 @@
+// How ZeRO cuts the flat arenas over ranks, and the collectives on that cut.
+// The P elements are cut into N blocks as the ring all-reduce cuts a vector
+// (comm/ring.cpp: equal blocks, rounded up to 16 floats, so each block
+// starts on a 64-byte line), and rank r owns block r+1 (mod N), the block
+// the ring's reduce-scatter leaves complete on r. So ZeRO's reduce-scatter
+// and all-gather are the two halves of data parallelism's ring all-reduce
+// with the optimizer step between them, and every gradient is summed in the
+// same order as a ring all-reduce of the whole arena sums it.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace cohort {
+
+class ShardLayout {
+ public:
+  ShardLayout(int64_t elements, int ranks);
+  int ranks() const { return ranks_; }
+  int64_t elements() const { return n_; }
+  int64_t begin(int block) const { return std::min(n_, step_ * block); }
+  int64_t end(int block) const { return std::min(n_, step_ * (block + 1)); }
+  int block_of(int rank) const { return (rank + 1) % ranks_; }
+  int owner_of(int block) const { return (block + ranks_ - 1) % ranks_; }
+  // Rank r's shard: [begin, end) of its block.
+  std::pair<int64_t, int64_t> shard(int rank) const {
+    return {begin(block_of(rank)), end(block_of(rank))};
+  }
+
+ private:
+  int64_t n_, step_;
+  int ranks_;
+};
+
+// Sums [b, e) of `g` over ranks so that each rank's shard within it holds
+// the total, in the ring's order (the rest of [b, e) is left holding partial
+// sums). `scratch` holds at least kShardSegment floats.
+constexpr int64_t kShardSegment = 1 << 16;
+void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g, int64_t b,
+                          int64_t e, float* scratch);
+// Every rank's shard of `w` to every rank, in place (the ring's all-gather).
+void allgather_shards(comm::Communicator& c, const ShardLayout& l, float* w);
+// [b, e) of `w` to every rank from the ranks owning it (a broadcast per
+// owner); to rank `root` only when root >= 0.
+void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
+                  int root = -1);
+// Returns the pages of [b, e) of `base` outside rank's shard to the kernel;
+// with `zero`, the elements there read as zeros afterwards (gradients,
+// which later micro-batches add into).
+void release_unowned(const ShardLayout& l, int rank, float* base, int64_t b, int64_t e, bool zero);
+
+}  // namespace cohort

@@ -1,0 +1,143 @@
+#include "parallel/zero_layers.h"
+
+#include <algorithm>
+
+#include "core/clock.h"
+
+namespace cohort {
+
+namespace {
+
+// The parts of [b, e) outside every range of `keep`.
+nn::Ranges subtract(int64_t b, int64_t e, const nn::Ranges& keep) {
+  nn::Ranges out = {{b, e}};
+  for (auto [kb, ke] : keep) {
+    nn::Ranges next;
+    for (auto [lo, hi] : out) {
+      if (ke <= lo || kb >= hi) {
+        next.push_back({lo, hi});
+        continue;
+      }
+      if (lo < kb) next.push_back({lo, kb});
+      if (ke < hi) next.push_back({ke, hi});
+    }
+    out = next;
+  }
+  return out;
+}
+
+}  // namespace
+
+ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout,
+                       int stage, double bucket_mb)
+    : comm_(comm),
+      model_(model),
+      layout_(layout),
+      gather_(stage == 3),
+      bucket_(std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)))),
+      scratch_(size_t(kShardSegment)) {
+  const size_t n = model.layers().size();
+  for (size_t i = 0; i < n; ++i) ranges_.push_back(model.layer_ranges(i));
+  ticket_.assign(n, 0);
+}
+
+void ZeroLayers::shard_params() {
+  float* w = model_.params().params().f32();
+  release_unowned(layout_, comm_.rank(), w, 0, layout_.elements(), false);
+  std::fill(ticket_.begin(), ticket_.end(), 0);
+}
+
+int64_t ZeroLayers::held() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < ranges_.size(); ++i)
+    if (ticket_[i])
+      for (auto [b, e] : ranges_[i]) n += e - b;
+  return n;
+}
+
+void ZeroLayers::fetch(size_t i) {
+  if (!gather_ || ticket_[i]) return;
+  float* w = model_.params().params().f32();
+  const nn::Ranges r = ranges_[i];
+  ticket_[i] = queue_.push([this, w, r] {
+    for (auto [b, e] : r) gather_range(comm_, layout_, w, b, e);
+  });
+  peak_gathered_ = std::max(peak_gathered_, held());
+}
+
+void ZeroLayers::wait_for(size_t i) {
+  if (!gather_) return;
+  Timer t;
+  queue_.wait(ticket_[i]);
+  wait_s_ += t.seconds();
+}
+
+void ZeroLayers::drop(size_t i, const nn::Ranges& keep) {
+  if (!gather_ || !ticket_[i]) return;
+  float* w = model_.params().params().f32();
+  for (auto [b, e] : ranges_[i])
+    for (auto [lo, hi] : subtract(b, e, keep)) release_unowned(layout_, comm_.rank(), w, lo, hi, false);
+  ticket_[i] = 0;
+}
+
+void ZeroLayers::before_forward(size_t i) {
+  fetch(i);
+  if (i + 1 < ranges_.size()) fetch(i + 1);
+  wait_for(i);
+}
+
+void ZeroLayers::after_forward(size_t i) {
+  if (i + 1 < ranges_.size()) drop(i, ranges_[i + 1]);  // the last stays for backward
+}
+
+void ZeroLayers::before_backward(size_t i) {
+  fetch(i);
+  if (i > 0) fetch(i - 1);
+  wait_for(i);
+}
+
+void ZeroLayers::after_backward(size_t i) {
+  drop(i, i > 0 ? ranges_[i - 1] : nn::Ranges{});
+  const nn::Module& m = model_.layers().child(i);
+  if (m.num_params()) add_grads(m.param_begin(), m.param_end());
+}
+
+// Backward finishes layers last to first, so a bucket grows downwards.
+void ZeroLayers::add_grads(int64_t b, int64_t e) {
+  if (hi_ > lo_ && e != lo_) flush();
+  if (hi_ == lo_) hi_ = e;
+  lo_ = b;
+  if (hi_ - lo_ >= bucket_) flush();
+}
+
+void ZeroLayers::flush() {
+  if (hi_ == lo_) return;
+  const int64_t b = lo_, e = hi_;
+  peak_bucket_ = std::max(peak_bucket_, e - b);
+  float* g = model_.params().grads().f32();
+  queue_.push([this, g, b, e] {
+    reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
+    release_unowned(layout_, comm_.rank(), g, b, e, true);
+  });
+  lo_ = hi_ = 0;
+}
+
+void ZeroLayers::finish_backward() {
+  flush();
+  Timer t;
+  queue_.drain();
+  wait_s_ += t.seconds();
+}
+
+void ZeroLayers::gather_all(int root) {
+  if (!gather_) return;
+  float* w = model_.params().params().f32();
+  queue_.wait(queue_.push([&] { gather_range(comm_, layout_, w, 0, layout_.elements(), root); }));
+}
+
+void ZeroLayers::release_all() {
+  if (!gather_) return;
+  shard_params();
+}
+
+}  // namespace cohort
