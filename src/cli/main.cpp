@@ -61,6 +61,9 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--seed", c.seed)->check(CLI::NonNegativeNumber);
   app.add_option("--repeat", c.repeat, "repeat the training set k times per epoch");
   app.add_option("--limit", c.limit, "use only the first N training images (or token windows)");
+  app.add_option("--test-limit", c.test_limit,
+                 "evaluate on only the first N test images (or token windows)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--log", c.log, "human | jsonl");
   app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, or only the last");
   app.add_option("--save", c.save,

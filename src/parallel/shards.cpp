@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "comm/kernels.h"
 #include "core/memory.h"
 
 namespace cohort {
@@ -39,10 +40,11 @@ void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g,
     for (int64_t off = 0; off < std::max(se - sb, re - rb); off += kShardSegment) {
       const int64_t sn = std::clamp<int64_t>(se - sb - off, 0, kShardSegment);
       const int64_t rn = std::clamp<int64_t>(re - rb - off, 0, kShardSegment);
-      c.sendrecv(g + sb + off, size_t(sn) * 4, right, scratch, size_t(rn) * 4, left, kShardTag);
-      float* acc = g + rb + off;
-#pragma omp simd
-      for (int64_t i = 0; i < rn; ++i) acc[i] = acc[i] + scratch[i];
+      // Each side's segment count is its own part's: skip an empty side, as
+      // the ring does, so sends and receives pair up.
+      comm::detail::exchange(c, g + sb + off, size_t(sn) * 4, right, scratch, size_t(rn) * 4,
+                             left, kShardTag);
+      comm::detail::add_into(g + rb + off, scratch, rn);
     }
   }
 }
@@ -53,8 +55,8 @@ void allgather_shards(comm::Communicator& c, const ShardLayout& l, float* w) {
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
-    c.sendrecv(w + l.begin(sb), size_t(l.end(sb) - l.begin(sb)) * 4, right, w + l.begin(rb),
-               size_t(l.end(rb) - l.begin(rb)) * 4, left, kShardTag);
+    comm::detail::exchange(c, w + l.begin(sb), size_t(l.end(sb) - l.begin(sb)) * 4, right,
+                           w + l.begin(rb), size_t(l.end(rb) - l.begin(rb)) * 4, left, kShardTag);
   }
 }
 

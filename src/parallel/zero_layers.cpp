@@ -81,6 +81,9 @@ void ZeroLayers::drop(size_t i, const nn::Ranges& keep) {
 }
 
 void ZeroLayers::before_forward(size_t i) {
+  // A forward without backward (evaluation) left its last layer held.
+  if (i == 0)
+    for (size_t j = 2; j < ranges_.size(); ++j) drop(j, ranges_[0]);
   fetch(i);
   if (i + 1 < ranges_.size()) fetch(i + 1);
   wait_for(i);

@@ -36,6 +36,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   int repeat = 1;
   int64_t limit = 0;  // keep the first N training images or windows (0: all)
+  int64_t test_limit = 0;  // evaluate on the first N test images or windows (0: all)
   std::string log = "human";  // human | jsonl
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
   std::string save, load, resume;  // train/resume.h

@@ -128,6 +128,8 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   Run run;
   run.model = nn::build_model(nn::find_model(cfg.model, cfg.seq, cfg.vocab), cfg.seed);
   run.data = load_data(cfg, *run.model);
+  if (cfg.test_limit > 0 && cfg.test_limit < run.data.test.size())
+    run.data.test = run.data.test.slice(0, cfg.test_limit);
   COHORT_INPUT_CHECK(cfg.batch <= run.data.train.size() * cfg.repeat, "--batch ", cfg.batch,
                      " exceeds the ", run.data.train.size() * cfg.repeat, " training images of --data ",
                      cfg.data);
