@@ -62,7 +62,8 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--repeat", c.repeat, "repeat the training set k times per epoch");
   app.add_option("--limit", c.limit, "use only the first N training images (or token windows)");
   app.add_option("--log", c.log, "human | jsonl");
-  app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, or only the last");
+  app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, only the last, or none (the summary's test "
+                 "figures are then 0)");
   app.add_option("--save", c.save,
                  "after each epoch write a safetensors checkpoint: weights, optimizer state, epoch");
   app.add_option("--load", c.load, "start a new run from a checkpoint's weights (any optimizer)");

@@ -58,8 +58,8 @@ void check_config(const TrainConfig& c, int world) {
                      "--load and --resume exclude each other (--resume restores the weights too)");
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
-  COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last", "--eval: unknown choice '", c.eval,
-                     "' (valid: epoch, last)");
+  COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last" || c.eval == "none",
+                     "--eval: unknown choice '", c.eval, "' (valid: epoch, last, none)");
   c.strategies->check(c.parallel, c.run_settings(), world);
 }
 
@@ -293,7 +293,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
   totals.updates = run.start.updates;
   for (int epoch = run.start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
     nlohmann::ordered_json line = run_epoch(cfg, comm, run, epoch, totals, report);
-    if (cfg.eval == "epoch" || epoch == cfg.epochs) {
+    if (cfg.eval == "epoch" || (cfg.eval == "last" && epoch == cfg.epochs)) {
       totals.eval = evaluate_all(run, cfg.batch);
       line["test_loss"] = totals.eval.loss;
       line["test_accuracy"] = totals.eval.accuracy;
