@@ -211,7 +211,8 @@ void add_summary(ordered_json& rec, const json& s, const StrategiesConfig& cfg) 
     if (f.step->total > 0) rec["utilization"] = f.step->compute / f.step->total;
   }
   if (s.value("communication_in_compute", false)) rec["communication_in_compute"] = true;
-  for (const char* k : {"peak_memory_mb", "test_accuracy", "world_size", "torch"})
+  for (const char* k :
+       {"peak_memory_mb", "peak_memory_mb_per_rank", "test_accuracy", "world_size", "torch"})
     if (s.contains(k) && !s[k].is_null()) rec[k] = s[k];
   if (s.contains("global_batch") && s["global_batch"] != cfg.batch)
     rec["reported_global_batch"] = s["global_batch"];

@@ -52,10 +52,10 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--adam-beta1", c.beta1, "adam, adamw: first-moment decay");
   app.add_option("--adam-beta2", c.beta2, "adam, adamw: second-moment decay");
   app.add_option("--adam-eps", c.eps, "adam, adamw: the denominator's epsilon");
-  app.add_option("--lr-schedule", c.schedule, "constant | step | cosine");
+  app.add_option("--lr-schedule", c.schedule, "constant | step | cosine | linear (decay)");
   app.add_option("--warmup", c.warmup_steps, "linear warm-up steps");
-  app.add_option("--total-steps", c.total_steps, "cosine: steps to the floor (0: the whole run)");
-  app.add_option("--min-lr", c.min_lr, "cosine: the floor");
+  app.add_option("--total-steps", c.total_steps, "cosine, linear: steps to the floor (0: the whole run)");
+  app.add_option("--min-lr", c.min_lr, "cosine, linear: the floor");
   app.add_option("--clip", c.clip_norm, "gradient-norm clipping (0: off)");
   app.add_option("--threads", c.threads, "threads per process (0: CPUs / ranks on this machine)");
   app.add_option("--seed", c.seed)->check(CLI::NonNegativeNumber);
@@ -65,7 +65,8 @@ void add_train(CLI::App& app, TrainConfig& c) {
                  "evaluate on only the first N test images (or token windows)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log", c.log, "human | jsonl");
-  app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, or only the last");
+  app.add_option("--eval", c.eval, "test-set evaluation: after every epoch, only the last, or none (the summary's test "
+                 "figures are then 0)");
   app.add_option("--save", c.save,
                  "after each epoch write a safetensors checkpoint: weights, optimizer state, epoch");
   app.add_option("--load", c.load, "start a new run from a checkpoint's weights (any optimizer)");

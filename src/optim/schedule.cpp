@@ -47,23 +47,27 @@ float StepSchedule::lr(int64_t step) const {
   return float(lr_ * std::pow(double(gamma_), double(decays)));
 }
 
-CosineSchedule::CosineSchedule(float lr, int64_t total_steps, int64_t warmup_steps, float min_lr)
+DecaySchedule::DecaySchedule(const char* who, float lr, int64_t total_steps,
+                             int64_t warmup_steps, float min_lr)
     : lr_(lr), min_lr_(min_lr), total_(total_steps), warmup_(warmup_steps) {
-  check_common("cosine", lr, warmup_steps);
-  COHORT_INPUT_CHECK(total_steps > 0, "cosine schedule: total steps must be > 0 (got ",
+  check_common(who, lr, warmup_steps);
+  COHORT_INPUT_CHECK(total_steps > 0, who, " schedule: total steps must be > 0 (got ",
                      total_steps, ")");
-  COHORT_INPUT_CHECK(warmup_steps <= total_steps, "cosine schedule: warm-up steps (",
+  COHORT_INPUT_CHECK(warmup_steps <= total_steps, who, " schedule: warm-up steps (",
                      warmup_steps, ") exceed total steps (", total_steps, ")");
-  COHORT_INPUT_CHECK(min_lr >= 0.0f && min_lr <= lr, "cosine schedule: min lr must be in [0, ",
+  COHORT_INPUT_CHECK(min_lr >= 0.0f && min_lr <= lr, who, " schedule: min lr must be in [0, ",
                      lr, "] (got ", min_lr, ")");
 }
 
-float CosineSchedule::lr(int64_t step) const {
+float DecaySchedule::lr(int64_t step) const {
   if (step < warmup_) return float(lr_ * warmup_factor(step, warmup_));
   if (step >= total_) return min_lr_;
   double progress = double(step - warmup_) / double(total_ - warmup_);
-  double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
-  return float(min_lr_ + (double(lr_) - min_lr_) * cosine);
+  return float(min_lr_ + (double(lr_) - min_lr_) * left(progress));
+}
+
+double CosineSchedule::left(double progress) const {
+  return 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
 std::unique_ptr<Schedule> make_schedule(const std::string& name, const ScheduleOptions& o) {
@@ -72,7 +76,10 @@ std::unique_ptr<Schedule> make_schedule(const std::string& name, const ScheduleO
     return std::make_unique<StepSchedule>(o.lr, o.step_size, o.gamma, o.warmup_steps);
   if (name == "cosine")
     return std::make_unique<CosineSchedule>(o.lr, o.total_steps, o.warmup_steps, o.min_lr);
-  throw InputError("unknown --lr-schedule '" + name + "' (valid: constant, step, cosine)");
+  if (name == "linear")
+    return std::make_unique<LinearSchedule>(o.lr, o.total_steps, o.warmup_steps, o.min_lr);
+  throw InputError("unknown --lr-schedule '" + name +
+                   "' (valid: constant, step, cosine, linear)");
 }
 
 }  // namespace cohort

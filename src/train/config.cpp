@@ -56,7 +56,7 @@ nlohmann::ordered_json TrainConfig::effective(int64_t global_batch) const {
   else
     j.update({{"betas", {shown(beta1), shown(beta2)}}, {"eps", shown(eps)}});
   j.update({{"lr_schedule", schedule}, {"warmup", warmup_steps}});
-  if (schedule == "cosine") j.update({{"total_steps", total_steps}, {"min_lr", shown(min_lr)}});
+  if (schedule == "cosine" || schedule == "linear") j.update({{"total_steps", total_steps}, {"min_lr", shown(min_lr)}});
   j.update({{"clip", shown(clip_norm)}, {"precision", precision.precision},
             {"grad_dtype", precision.grad_dtype}});
   if (precision.precision == "fp16") {

@@ -29,8 +29,8 @@ struct TrainConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-7f;  // adam, adamw
   std::string schedule = "constant";
   int64_t warmup_steps = 0;
-  int64_t total_steps = 0;  // cosine: steps to the floor (0: the whole run)
-  float min_lr = 0.0f;      // cosine: the floor
+  int64_t total_steps = 0;  // cosine, linear: steps to the floor (0: the whole run)
+  float min_lr = 0.0f;      // cosine, linear: the floor
   float clip_norm = 0.0f;
   int threads = 0;  // 0: the machine's CPUs / the job's ranks on it
   uint64_t seed = 0;

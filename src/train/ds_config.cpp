@@ -85,6 +85,11 @@ class Section {
     return v->get<std::string>();
   }
 
+  // Accepts every key not read so far, unread.
+  void ignore_rest() {
+    for (auto& [key, value] : j_.items()) known_.push_back(key);
+  }
+
   // Refuses every key no read asked for.
   void finish() const {
     for (auto& [key, value] : j_.items()) {
@@ -212,21 +217,20 @@ struct Reader {
     }
   }
 
-  // WarmupLR and WarmupCosineLR warm up linearly from 0 (with warmup_type
-  // "linear") as cohort's schedules do; WarmupDecayLR's linear decay and
-  // DeepSpeed's default log warm-up have no cohort schedule.
+  // The three warm up linearly from 0 (with warmup_type "linear") as cohort's
+  // schedules do; then WarmupLR holds the peak (constant), WarmupDecayLR
+  // decays linearly to 0 at total_num_steps (linear) and WarmupCosineLR
+  // follows a half-cosine down to lr x cos_min_ratio (cosine). DeepSpeed's
+  // default log warm-up has no cohort schedule.
   void scheduler(Section& root) {
     if (!root.has("scheduler")) return;
     Section s = root.section("scheduler");
     const auto type = s.string("type");
-    if (!type) s.fail("type", "missing (WarmupLR or WarmupCosineLR)");
-    if (*type == "WarmupDecayLR")
+    if (!type) s.fail("type", "missing (WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+    const bool cosine = *type == "WarmupCosineLR", decay = *type == "WarmupDecayLR";
+    if (!cosine && !decay && *type != "WarmupLR")
       s.fail("type",
-             "WarmupDecayLR decays linearly to 0, which none of cohort's schedules "
-             "(constant, step, cosine) does; WarmupLR and WarmupCosineLR map");
-    const bool cosine = *type == "WarmupCosineLR";
-    if (!cosine && *type != "WarmupLR")
-      s.fail("type", "cohort has no '" + *type + "' (valid: WarmupLR, WarmupCosineLR)");
+             "cohort has no '" + *type + "' (valid: WarmupLR, WarmupDecayLR, WarmupCosineLR)");
     Section p = s.section("params");
     const auto warmup = p.integer("warmup_num_steps", 1, kMaxCount, "a positive integer");
     const auto warmup_type = p.string("warmup_type");
@@ -235,16 +239,27 @@ struct Reader {
              warmup_type ? "'" + *warmup_type + "': cohort warms up linearly only (\"linear\")"
                          : "absent means DeepSpeed's log warm-up; cohort warms "
                            "up linearly: set \"warmup_type\": \"linear\"");
-    if (cosine) {
+    if (const auto last = p.integer("last_batch_iteration", -1, kMaxCount, "-1 or more");
+        last && *last != -1)
+      p.fail("last_batch_iteration", "cohort resumes a schedule with --resume: expected -1");
+    if (cosine || decay) {
       const auto total = p.integer("total_num_steps", 1, kMaxCount, "a positive integer");
-      if (!total) p.fail("total_num_steps", "missing (WarmupCosineLR needs it)");
+      if (!total) p.fail("total_num_steps", "missing (" + *type + " needs it)");
+      // DeepSpeed warns and then holds the rate at its floor; cohort refuses.
+      if (free("--warmup") && free("--total-steps") && warmup.value_or(1000) > *total)
+        p.fail("warmup_num_steps",
+               detail::concat("expected at most total_num_steps ", *total, ", got ",
+                              warmup.value_or(1000), warmup ? "" : " (DeepSpeed's default)"));
+      if (free("--total-steps")) cfg.total_steps = *total;
+    }
+    if (cosine) {
       const auto start = p.number("warmup_min_ratio", 0, 1, "0..1");
       if (start && *start != 0)
         p.fail("warmup_min_ratio",
                detail::concat("cohort's warm-up starts from 0: expected 0, got ", *start));
       cos_min_ratio = p.number("cos_min_ratio", 0, 1, "0..1").value_or(1e-4);
-      if (free("--total-steps")) cfg.total_steps = *total;
     } else {
+      // WarmupDecayLR's floor is its warmup_min_lr too: 0 either way.
       const auto start = p.number("warmup_min_lr", 0, kInf, "0 or more");
       if (start && *start != 0)
         p.fail("warmup_min_lr",
@@ -252,10 +267,11 @@ struct Reader {
       // The scheduler's peak wins over optimizer.params.lr, as in DeepSpeed.
       const auto peak = p.positive("warmup_max_lr");
       if (peak && free("--lr")) cfg.lr = float(*peak);
+      if (decay && free("--min-lr")) cfg.min_lr = 0;
     }
     p.finish();
     s.finish();
-    if (free("--lr-schedule")) cfg.schedule = cosine ? "cosine" : "constant";
+    if (free("--lr-schedule")) cfg.schedule = cosine ? "cosine" : decay ? "linear" : "constant";
     if (free("--warmup")) cfg.warmup_steps = warmup.value_or(1000);  // DeepSpeed's default
   }
 
@@ -300,6 +316,9 @@ struct Reader {
     const auto gather = z.number("allgather_bucket_size", 1, kInf, "a positive number of elements");
     const auto overlap = z.boolean("overlap_comm");
     const auto contiguous = z.boolean("contiguous_gradients");
+    stage3(z);
+    offload(z, "offload_optimizer");
+    offload(z, "offload_param");
     z.finish();
     if (bucket && free("--bucket-mb"))
       strategy_args.push_back(detail::concat("--bucket-mb ", *bucket * 4 / (1 << 20)));
@@ -323,6 +342,32 @@ struct Reader {
     // is refused by the registry's own check.
     cfg.parallel = "zero";
     if (free("--zero-stage")) strategy_args.push_back(detail::concat("--zero-stage ", *stage));
+  }
+
+  // DeepSpeed's example configs carry stage 3's tuning knobs; cohort's stage
+  // 3 gathers whole top-level layers, one ahead of the layer computing, and
+  // frees each after use, so the knobs are read, checked and noted.
+  void stage3(Section& z) {
+    const char* how = "noted: cohort's stage 3 gathers whole layers one layer ahead of compute";
+    for (const char* k : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                          "stage3_max_live_parameters", "stage3_max_reuse_distance"})
+      if (z.number(k, 0, kInf, "0 or more")) note(detail::concat("zero_optimization.", k, ": ", how));
+    if (z.boolean("stage3_gather_16bit_weights_on_model_save"))
+      note(
+          "zero_optimization.stage3_gather_16bit_weights_on_model_save: cohort's checkpoints "
+          "always hold the whole model, gathered, in f32");
+  }
+
+  // {"device": "none"} is DeepSpeed's way of saying no offload; anything else
+  // asks for memory cohort does not have apart from its own.
+  void offload(Section& z, const char* key) {
+    if (!z.has(key)) return;
+    Section o = z.section(key);
+    const auto device = o.string("device");
+    if (device.value_or("") != "none")
+      z.fail(key, "cohort does not offload to CPU/NVMe: it is the CPU (remove the section or "
+                  "set \"device\": \"none\")");
+    o.ignore_rest();  // pin_memory, nvme_path, ...: nothing without an offload
   }
 
   void cadence(Section& root) {

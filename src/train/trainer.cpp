@@ -58,8 +58,8 @@ void check_config(const TrainConfig& c, int world) {
                      "--load and --resume exclude each other (--resume restores the weights too)");
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
-  COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last", "--eval: unknown choice '", c.eval,
-                     "' (valid: epoch, last)");
+  COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last" || c.eval == "none",
+                     "--eval: unknown choice '", c.eval, "' (valid: epoch, last, none)");
   c.strategies->check(c.parallel, c.run_settings(), world);
 }
 
@@ -236,7 +236,20 @@ std::string scale_state(Strategy& s) {
   return scaler ? scaler->state() : "";
 }
 
-nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals& t, int world) {
+// Every rank's peak resident memory, MB, in rank order (collective). Ranks
+// differ where strategies hold different things (ZeRO's shards, pipeline stages).
+std::vector<double> peak_memory_per_rank(comm::Communicator* comm) {
+  if (!comm) return {peak_rss_mb()};
+  std::vector<double> mb(size_t(comm->size()), 0.0);
+  mb[size_t(comm->rank())] = peak_rss_mb();
+  comm::sum_metrics(*comm, mb.data(), comm->size());
+  return mb;
+}
+
+nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals& t,
+                                 comm::Communicator* comm) {
+  const int world = comm ? comm->size() : 1;
+  const std::vector<double> peak = peak_memory_per_rank(comm);
   const double n = double(std::max<int64_t>(t.micro, 1));
   nlohmann::ordered_json summary = {
       {"model", cfg.model},
@@ -255,7 +268,8 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
       {"epoch_seconds", t.epoch_seconds},
       {"images_per_second", t.images / t.seconds},
       {"epoch_images_per_second", t.epoch_ips},
-      {"peak_memory_mb", peak_rss_mb()},  // every rank is alike under dp
+      {"peak_memory_mb", peak[0]},  // rank 0's
+      {"peak_memory_mb_per_rank", peak},
       {"step_seconds",
        {{"total", (t.times.compute + t.times.comm + t.data_s) / n},
         {"compute", t.times.compute / n},
@@ -287,7 +301,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
   totals.updates = run.start.updates;
   for (int epoch = run.start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
     nlohmann::ordered_json line = run_epoch(cfg, comm, run, epoch, totals, report);
-    if (cfg.eval == "epoch" || epoch == cfg.epochs) {
+    if (cfg.eval == "epoch" || (cfg.eval == "last" && epoch == cfg.epochs)) {
       totals.eval = evaluate_all(run, cfg.batch);
       line["test_loss"] = totals.eval.loss;
       line["test_accuracy"] = totals.eval.accuracy;
@@ -305,7 +319,7 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
       run.strategy->release_params();
     }
   }
-  nlohmann::ordered_json summary = summarize(cfg, run, totals, world);
+  nlohmann::ordered_json summary = summarize(cfg, run, totals, comm);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));
   return summary;
 }

@@ -32,6 +32,10 @@ void expect_row(const json& r) {
   EXPECT_GT(u, 0) << r.dump();
   EXPECT_LE(u, 1.0) << r.dump();
   EXPECT_GT(r.at("vs_single").get<double>(), 0) << r.dump();
+  // Every rank's peak RSS, for the table's memory column.
+  const json& mb = r.at("peak_memory_mb_per_rank");
+  EXPECT_EQ(int(mb.size()), r.at("ranks").get<int>()) << r.dump();
+  for (const auto& v : mb) EXPECT_GT(v.get<double>(), 0) << r.dump();
 }
 
 TEST(Strategies, FastRowsShareOneGlobalBatch) {
@@ -68,7 +72,8 @@ TEST(Strategies, FastRowsShareOneGlobalBatch) {
   std::ifstream md(dir / "report.md");
   std::stringstream report;
   report << md.rdbuf();
-  for (const char* want : {"| strategy |", "cohort single process", "cohort dp", "cohort mp"})
+  for (const char* want :
+       {"| strategy |", "peak MB/rank", "cohort single process", "cohort dp", "cohort mp"})
     EXPECT_NE(report.str().find(want), std::string::npos) << want << "\n" << report.str();
   fs::remove_all(dir);
 }

@@ -50,17 +50,35 @@ TEST(Schedule, CosineWarmupMiddleAndEnd) {
   for (int64_t t = 10; t < 110; ++t) EXPECT_LE(s.lr(t + 1), s.lr(t)) << t;
 }
 
+// DeepSpeed's WarmupDecayLR after warm-up: lr (total - step) / (total - warmup).
+TEST(Schedule, LinearDecaysToTheFloorAtTotalSteps) {
+  LinearSchedule s(1.0f, 110, 10);
+  EXPECT_FLOAT_EQ(s.lr(0), 0.1f);
+  EXPECT_FLOAT_EQ(s.lr(9), 1.0f);
+  EXPECT_FLOAT_EQ(s.lr(10), 1.0f);  // decay starts at the peak
+  EXPECT_FLOAT_EQ(s.lr(60), 0.5f);
+  EXPECT_FLOAT_EQ(s.lr(85), 0.25f);
+  EXPECT_FLOAT_EQ(s.lr(110), 0.0f);
+  EXPECT_FLOAT_EQ(s.lr(500), 0.0f);
+  LinearSchedule floor(1.0f, 100, 0, 0.2f);
+  EXPECT_FLOAT_EQ(floor.lr(50), 0.6f);
+  EXPECT_FLOAT_EQ(floor.lr(100), 0.2f);
+  EXPECT_THROW(LinearSchedule(0.1f, 10, 20), InputError);
+  EXPECT_THROW(LinearSchedule(0.1f, 10, 0, 0.2f), InputError);
+}
+
 TEST(Schedule, FactoryAndErrors) {
   EXPECT_FLOAT_EQ(make_schedule("constant", {.lr = 0.3f})->lr(7), 0.3f);
   EXPECT_FLOAT_EQ(make_schedule("step", {.lr = 1.0f, .step_size = 2, .gamma = 0.5f})->lr(2), 0.5f);
   EXPECT_FLOAT_EQ(make_schedule("cosine", {.lr = 1.0f, .total_steps = 10})->lr(10), 0.0f);
+  EXPECT_FLOAT_EQ(make_schedule("linear", {.lr = 1.0f, .total_steps = 10})->lr(5), 0.5f);
   try {
-    make_schedule("linear", {});
+    make_schedule("onecycle", {});
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("--lr-schedule"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("constant, step, cosine"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("constant, step, cosine, linear"), std::string::npos) << msg;
   }
   EXPECT_THROW(make_schedule("step", {.lr = 0.1f}), InputError);    // no step size
   EXPECT_THROW(make_schedule("cosine", {.lr = 0.1f}), InputError);  // no total steps

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "optim/schedule.h"
 #include "support/support.h"
 #include "train/trainer.h"
 
@@ -189,13 +190,48 @@ TEST(DsConfig, RefusesUnknownKeysWrongTypesAndBadValuesNamingTheKey) {
             "--config /nonexistent/ds.json: cannot open the file");
 }
 
+// WarmupDecayLR: linear warm-up to warmup_max_lr, then linear decay to 0 at
+// total_num_steps (cohort's "linear" schedule).
+TEST(DsConfig, WarmupDecayLRDecaysLinearlyToZero) {
+  const TrainConfig c = applied(json::parse(R"({
+    "optimizer": {"type": "Adam", "params": {"lr": 0.01}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.002,
+                  "warmup_num_steps": 20, "total_num_steps": 300, "warmup_type": "linear",
+                  "last_batch_iteration": -1}}})"));
+  EXPECT_EQ(c.schedule, "linear");
+  EXPECT_EQ(c.warmup_steps, 20);
+  EXPECT_EQ(c.total_steps, 300);
+  EXPECT_FLOAT_EQ(c.lr, 0.002f);
+  EXPECT_FLOAT_EQ(c.min_lr, 0.0f);
+  // The schedule the trainer builds from it.
+  const auto s = make_schedule(c.schedule, {.lr = c.lr, .warmup_steps = c.warmup_steps,
+                                            .total_steps = c.total_steps, .min_lr = c.min_lr});
+  EXPECT_FLOAT_EQ(s->lr(20), 0.002f);
+  EXPECT_FLOAT_EQ(s->lr(160), 0.001f);
+  EXPECT_FLOAT_EQ(s->lr(300), 0.0f);
+}
+
 TEST(DsConfig, RefusesSchedulesCohortCannotRun) {
   auto sched = [](const char* type, const char* params) {
     return refusal(json::parse(std::string(R"({"scheduler": {"type": ")") + type +
                                R"(", "params": )" + params + "}}"));
   };
-  EXPECT_NE(sched("WarmupDecayLR", R"({"total_num_steps": 10})")
-                .find("--config ds.json: scheduler.type: WarmupDecayLR decays linearly"),
+  EXPECT_NE(sched("WarmupDecayLR", R"({"warmup_type": "linear"})")
+                .find("--config ds.json: scheduler.params.total_num_steps: missing "
+                      "(WarmupDecayLR needs it)"),
+            std::string::npos);
+  // DeepSpeed's default 1000 warm-up steps against 500 in all.
+  EXPECT_EQ(sched("WarmupDecayLR", R"({"warmup_type": "linear", "total_num_steps": 500})"),
+            "--config ds.json: scheduler.params.warmup_num_steps: expected at most "
+            "total_num_steps 500, got 1000 (DeepSpeed's default)");
+  EXPECT_NE(sched("WarmupDecayLR",
+                  R"({"warmup_type": "linear", "total_num_steps": 50, "warmup_num_steps": 5,
+                     "warmup_min_lr": 1e-5})")
+                .find("scheduler.params.warmup_min_lr: cohort's warm-up starts from 0"),
+            std::string::npos);
+  EXPECT_NE(sched("WarmupLR", R"({"warmup_type": "linear", "last_batch_iteration": 7})")
+                .find("scheduler.params.last_batch_iteration: cohort resumes a schedule with "
+                      "--resume"),
             std::string::npos);
   EXPECT_NE(sched("OneCycle", "{}").find("scheduler.type: cohort has no 'OneCycle'"),
             std::string::npos);
@@ -267,6 +303,43 @@ TEST(DsConfig, ZeroStagesAskForTheZeroStrategy) {
     EXPECT_NE(error_of([&] { check_config(c, 2); }).find("--parallel: unknown strategy 'zero'"),
               std::string::npos);
   EXPECT_EQ(applied(json::parse(R"({"zero_optimization": {"stage": 0}})"), {}, 1).parallel, "none");
+  // Stage 3 asks for --zero-stage 3, which the zero family checks itself.
+  const TrainConfig three = applied(json::parse(R"({"zero_optimization": {"stage": 3}})"), {}, 2);
+  EXPECT_EQ(three.parallel, "zero");
+  if (zero_registered)
+    EXPECT_NE(three.strategies->describe().find("--zero-stage 3\n"), std::string::npos)
+        << three.strategies->describe();
+}
+
+// DeepSpeed's stage-3 knobs are read, checked and noted; offloading is refused.
+TEST(DsConfig, Stage3KnobsAreNotedAndOffloadIsRefused) {
+  const TrainConfig c = applied(json::parse(R"({"zero_optimization": {"stage": 3,
+    "stage3_prefetch_bucket_size": 5e8, "stage3_param_persistence_threshold": 1e6,
+    "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
+    "stage3_gather_16bit_weights_on_model_save": true,
+    "offload_param": {"device": "none"}, "offload_optimizer": {"device": "none",
+                                                              "pin_memory": true}}})"),
+                                {}, 2);
+  ASSERT_EQ(c.config_notes.size(), 5u);
+  EXPECT_NE(c.config_notes[0].find("stage3_prefetch_bucket_size: noted: cohort's stage 3 gathers "
+                                   "whole layers one layer ahead"),
+            std::string::npos)
+      << c.config_notes[0];
+  EXPECT_NE(c.config_notes[4].find("stage3_gather_16bit_weights_on_model_save"), std::string::npos);
+  for (const char* key : {"offload_optimizer", "offload_param"}) {
+    const std::string doc = std::string(R"({"zero_optimization": {"stage": 3, ")") + key +
+                            R"(": {"device": "cpu", "pin_memory": true}}})";
+    EXPECT_EQ(refusal(json::parse(doc), 2),
+              std::string("--config ds.json: zero_optimization.") + key +
+                  ": cohort does not offload to CPU/NVMe: it is the CPU (remove the section or "
+                  "set \"device\": \"none\")");
+  }
+  EXPECT_EQ(refusal(json::parse(R"({"zero_optimization": {"stage3_max_live_parameters": "1e9"}})")),
+            "--config ds.json: zero_optimization.stage3_max_live_parameters: expected a number, "
+            "got \"1e9\"");
+  EXPECT_NE(refusal(json::parse(R"({"zero_optimization": {"offload_param": {"device": "nvme"}}})"))
+                .find("zero_optimization.offload_param: cohort does not offload"),
+            std::string::npos);
 }
 
 TEST(DsConfig, TheExampleFileReads) {
@@ -280,6 +353,23 @@ TEST(DsConfig, TheExampleFileReads) {
   EXPECT_EQ(c.schedule, "constant");
   EXPECT_EQ(c.warmup_steps, 1000);
   EXPECT_EQ(c.parallel, "dp");
+}
+
+// gpt2 + Adam + WarmupCosineLR + ZeRO stage 3, as DeepSpeed's examples write it.
+TEST(DsConfig, TheZero3ExampleFileReads) {
+  TrainConfig c;
+  apply_ds_config(std::string(COHORT_SOURCE_DIR) + "/configs/ds_config_zero3.json", c, {}, 2);
+  EXPECT_EQ(c.batch, 2);
+  EXPECT_EQ(c.accumulate, 2);
+  EXPECT_EQ(c.optimizer, "adamw");
+  EXPECT_FLOAT_EQ(c.beta2, 0.95f);
+  EXPECT_EQ(c.schedule, "cosine");
+  EXPECT_EQ(c.warmup_steps, 100);
+  EXPECT_EQ(c.total_steps, 1000);
+  EXPECT_FLOAT_EQ(c.min_lr, 6e-5f);
+  EXPECT_FLOAT_EQ(c.clip_norm, 1.0f);
+  EXPECT_EQ(c.precision.precision, "bf16");
+  EXPECT_EQ(c.parallel, "zero");
 }
 
 }  // namespace

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Reproduces issue 17's figures in docs/BENCHMARKS.md ("ZeRO memory and
+# speed"). Two tables:
+#  memory: MODEL (gpt2, 124M) with Adam on --data text, a few steps at each
+#    of RANKS (1 2 4) and STAGES (0 1 2 3): every rank's peak RSS, the ZeRO
+#    summary's held bytes, DeepSpeed's model for Adam and cohort's own
+#    estimate (where the summary has one). Stage 0 is data parallelism (at
+#    one rank, --parallel none); stages 1-3 are --parallel zero.
+#  speed: SPEED_MODEL (gpt2-tiny) on 2 ranks, dp, zero1, zero2, zero3 in
+#    turn (A B C D A B C D ...) for ROUNDS rounds; each side's best.
+# A stage the build refuses (exit 2 naming "stage 3", before stage 3 is
+# built) is skipped with a note. Prints the Markdown tables; JSON_OUT has
+# them as JSON, RAW every run's summary. Run on a quiet machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=${MODEL:-gpt2} seq=${SEQ:-64} batch=${BATCH:-1} steps=${STEPS:-4}
+ranks=${RANKS:-1 2 4} stages=${STAGES:-0 1 2 3}
+speed_model=${SPEED_MODEL:-gpt2-tiny} speed_seq=${SPEED_SEQ:-64} speed_batch=${SPEED_BATCH:-8}
+speed_limit=${SPEED_LIMIT:-512} speed_epochs=${SPEED_EPOCHS:-2} rounds=${ROUNDS:-3}
+bin=${COHORT:-build/cohort}
+mkdir -p results
+raw=${RAW:-results/bench_zero.jsonl}
+json_out=${JSON_OUT:-results/bench_zero.json}
+: > "$raw"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+failed=0
+
+# run TABLE RANKS STAGE ROUND SEQ FLAGS...: one `cohort train --seq SEQ`; its
+# summary line, tagged, goes to $raw; a refused stage 3 is noted there and skipped.
+run() {
+  local table=$1 n=$2 stage=$3 round=$4 len=$5
+  shift 5
+  local tag="\"table\":\"$table\",\"ranks\":$n,\"stage\":$stage,\"round\":$round,\"seq\":$len"
+  local rc=0
+  "$bin" train --log jsonl --seq "$len" "$@" > "$log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
+    grep '"event":"summary"' "$log" | tail -1 | sed "s/^{/{$tag,/" >> "$raw"
+  elif [ "$rc" = 2 ] && grep -q "stage 3" "$log"; then
+    echo "note: $table, $n rank(s), stage 3 skipped: $(tail -1 "$log")" >&2
+    echo "{$tag,\"skipped\":$(tail -1 "$log" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}" >> "$raw"
+  else
+    echo "failed ($rc): $table, $n rank(s), stage $stage: $bin train $*" >&2
+    tail -5 "$log" >&2
+    failed=1
+  fi
+}
+
+# The strategy flags of stage S on N ranks.
+strategy() {
+  local n=$1 s=$2
+  if [ "$s" = 0 ]; then
+    if [ "$n" = 1 ]; then echo "--parallel none"; else echo "--workers $n --parallel dp"; fi
+  else
+    echo "--workers $n --parallel zero --zero-stage $s"
+  fi
+}
+
+for n in $ranks; do
+  for s in $stages; do
+    # shellcheck disable=SC2046  # strategy's words are separate flags
+    run memory "$n" "$s" 1 "$seq" --model "$model" --batch "$batch" --data text \
+      --optimizer adam --epochs 1 --eval none --limit $((steps * batch * n)) $(strategy "$n" "$s")
+  done
+done
+for r in $(seq "$rounds"); do
+  for s in 0 1 2 3; do
+    # shellcheck disable=SC2046
+    run speed 2 "$s" "$r" "$speed_seq" --model "$speed_model" --batch "$speed_batch" \
+      --data text --optimizer adam --epochs "$speed_epochs" --eval none --limit "$speed_limit" \
+      $(strategy 2 "$s")
+  done
+done
+python3 scripts/zero_table.py "$raw" "$json_out"
+exit "$failed"

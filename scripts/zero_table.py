@@ -1,0 +1,120 @@
+"""Summarizes results/bench_zero.jsonl (scripts/bench_zero.sh): the memory
+table (every rank's peak RSS against DeepSpeed's model for Adam and cohort's
+own estimate) and the speed table (each configuration's best over the
+rounds, as a ratio to dp's). Markdown on stdout; the same rows as JSON in
+the file named second."""
+import json
+import sys
+
+MB = 1 << 20
+NAMES = {0: "dp", 1: "zero1", 2: "zero2", 3: "zero3"}
+
+
+def deepspeed_model_bytes(stage, psi, n):
+    """ZeRO paper, section 3: Adam in mixed precision holds 2 bytes of fp16
+    weights, 2 of fp16 gradients and K = 12 of f32 state per parameter.
+    cohort's f32 weights (4) + f32 gradients (4) + Adam (8) come to the same 16."""
+    return {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 2 * psi + 14 * psi / n,
+            3: 16 * psi / n}[stage]
+
+
+def estimate_mb(s):
+    """cohort's own estimate, if the summary carries one ("memory_estimate"):
+    a number of MB, or an object with total_mb / total_bytes (a list: per rank,
+    rank 0's taken)."""
+    e = s.get("memory_estimate")
+    if e is None:
+        return None
+    if isinstance(e, dict):
+        for key, scale in (("total_mb", 1), ("mb", 1), ("total_bytes", 1 / MB), ("bytes", 1 / MB)):
+            if key in e:
+                v = e[key]
+                return (v[0] if isinstance(v, list) else v) * scale
+        return None
+    return float(e)
+
+
+def held_mb(s):
+    """Rank 0's parameters + gradients + optimizer state, as the ZeRO summary
+    reports them (None for dp and the single process)."""
+    z = s.get("zero")
+    if not z:
+        return None
+    h = z["held_bytes_per_rank"]
+    return sum(h[k][0] for k in ("parameters", "gradients", "optimizer_state")) / MB
+
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+skipped = list({(r["table"], r["ranks"], r["stage"]): r for r in rows if "skipped" in r}.values())
+memory, speed = [], {}
+for r in rows:
+    if "skipped" in r:
+        continue
+    n, stage, psi = r["ranks"], r["stage"], r["parameters"]
+    if r["table"] == "memory":
+        peak = r.get("peak_memory_mb_per_rank", [r["peak_memory_mb"]])
+        model = deepspeed_model_bytes(stage, psi, n) / MB
+        name = "single" if n == 1 and stage == 0 else NAMES[stage]
+        memory.append({"ranks": n, "stage": stage, "strategy": name, "parameters": psi,
+                       "peak_rss_mb_per_rank": peak, "held_mb": held_mb(r),
+                       "deepspeed_model_mb": model, "estimate_mb": estimate_mb(r),
+                       "peak_over_model": max(peak) / model})
+    else:
+        steady = r["epoch_images_per_second"][-1] if r.get("epoch_images_per_second") \
+            else r["images_per_second"]
+        b = speed.setdefault(stage, {"stage": stage, "strategy": NAMES[stage], "ranks": n,
+                                     "model": r["model"], "seq": r["seq"], "runs": []})
+        b["runs"].append(steady)
+
+with_estimate = any(m["estimate_mb"] is not None for m in memory)
+if memory:
+    print("| ranks | strategy | peak RSS MB per rank | held MB (rank 0) | DeepSpeed model MB |"
+          + (" cohort estimate MB |" if with_estimate else "")
+          + " peak / model | held / model |" + (" peak / estimate |" if with_estimate else ""))
+    print("|---|---|---|---|---|" + ("---|" if with_estimate else "") + "---|---|"
+          + ("---|" if with_estimate else ""))
+    for m in sorted(memory, key=lambda m: (m["ranks"], m["stage"])):
+        held = m["held_mb"]
+        cells = [str(m["ranks"]), m["strategy"],
+                 " / ".join("%.0f" % v for v in m["peak_rss_mb_per_rank"]),
+                 "%.0f" % held if held is not None else "",
+                 "%.0f" % m["deepspeed_model_mb"]]
+        est = m["estimate_mb"]
+        if with_estimate:
+            cells.append("%.0f" % est if est is not None else "")
+        cells += ["%.2f" % m["peak_over_model"],
+                  "%.2f" % (held / m["deepspeed_model_mb"]) if held is not None else ""]
+        if with_estimate:
+            cells.append("%.2f" % (max(m["peak_rss_mb_per_rank"]) / est) if est else "")
+        print("| " + " | ".join(cells) + " |")
+    psi = memory[0]["parameters"]
+    print()
+    print("%d parameters (Psi). DeepSpeed's model, Adam in mixed precision: dp 16 Psi, "
+          "zero1 4 Psi + 12 Psi/N, zero2 2 Psi + 14 Psi/N, zero3 16 Psi/N per rank; "
+          "peak RSS adds activations, workspaces and the process's runtime." % psi)
+
+rows_speed = []
+if speed:
+    dp = max(speed[0]["runs"]) if 0 in speed else None
+    print()
+    print("| strategy | ranks | model | best tokens/s | sequences/s per run | vs dp |")
+    print("|---|---|---|---|---|---|")
+    for stage in sorted(speed):
+        b = speed[stage]
+        best = max(b["runs"])
+        b["best_sequences_per_second"] = best
+        b["best_tokens_per_second"] = best * b["seq"]
+        b["vs_dp"] = best / dp if dp else None
+        rows_speed.append(b)
+        print("| %s | %d | %s (seq %d) | %.0f | %s | %s |" % (
+            b["strategy"], b["ranks"], b["model"], b["seq"], best * b["seq"],
+            ", ".join("%.1f" % v for v in b["runs"]),
+            "%.2fx" % b["vs_dp"] if b["vs_dp"] else ""))
+
+for s in skipped:
+    print("\nskipped: %s, %d rank(s), stage %d: %s" % (s["table"], s["ranks"], s["stage"],
+                                                       s["skipped"]))
+with open(sys.argv[2], "w") as f:
+    json.dump({"memory": memory, "speed": rows_speed,
+               "skipped": [{k: s[k] for k in ("table", "ranks", "stage", "skipped")}
+                           for s in skipped]}, f, indent=1)
