@@ -23,9 +23,6 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
   COHORT_INPUT_CHECK(cfg.stage >= 1 && cfg.stage <= 3, "--zero-stage must be 1, 2 or 3, got ",
                      cfg.stage);
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ", cfg.accumulate);
-  COHORT_INPUT_CHECK(cfg.stage == 1 || precision.grad_comm == DType::kF32,
-                     "--grad-dtype bf16 is built for --zero-stage 1 only (its all-reduce); "
-                     "stages 2 and 3 reduce-scatter f32");
   auto [begin, end] = optimizer_range();
   opt_.init_state(end - begin);
   if (cfg.stage == 1) {
@@ -200,6 +197,9 @@ class ZeroFamily final : public StrategyFamily {
     os << "--zero-stage " << stage_ << "\n--zero-bucket-mb " << bucket_mb_ << "\n";
   }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
+    COHORT_INPUT_CHECK(stage_ == 1 || a.run.precision.grad_comm == DType::kF32,
+                       "--grad-dtype bf16 is built for --zero-stage 1 only (its all-reduce); "
+                       "stages 2 and 3 reduce-scatter f32");
     COHORT_INPUT_CHECK(a.comm, "--parallel zero needs ranks: start with mpirun or --workers N");
     ZeroConfig cfg;
     cfg.stage = stage_;
