@@ -161,6 +161,7 @@ class DataParallelFamily final : public StrategyFamily {
     os << "--allreduce " << allreduce_ << "\n--bucket-mb " << bucket_mb_ << "\n--no-overlap "
        << !overlap_ << "\n--deterministic " << deterministic_ << "\n";
   }
+  void export_flags(RunSettings& run) const override { run.bucket_mb = bucket_mb_; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     COHORT_INPUT_CHECK(a.comm, "--parallel dp needs ranks: start with mpirun or --workers N");
     DataParallelConfig dp;

@@ -201,6 +201,7 @@ class ZeroFamily final : public StrategyFamily {
     COHORT_INPUT_CHECK(stage_ == 1 || stage_ == 2, "--zero-stage must be 1 or 2, got ", stage_);
   }
   void describe(std::ostream& os) const override { os << "--zero-stage " << stage_ << "\n"; }
+  void export_flags(RunSettings& run) const override { run.zero_stage = stage_; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     COHORT_INPUT_CHECK(a.comm, "--parallel zero needs ranks: start with mpirun or --workers N");
     ZeroConfig cfg;
