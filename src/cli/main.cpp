@@ -78,6 +78,9 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");
   app.add_option("--accumulate", c.accumulate, "micro-batches per optimizer step");
   app.add_option("--timeout", c.timeout, "seconds before a stalled collective is reported");
+  app.add_option("--memory-check", c.memory_check,
+                 "on | off: refuse a run whose ranks would not fit in this machine's memory "
+                 "(off: only report the estimate)");
   c.precision.add_to(app);
   app.add_option("--config", c.config,
                  "a DeepSpeed ds_config.json: batch, optimizer, scheduler, clipping, bf16/fp16, "

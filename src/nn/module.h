@@ -55,6 +55,10 @@ class Module {
   virtual Shape output_shape(const Shape& in) const = 0;
   // Forward multiply-adds x2 for one image of this input shape ({H, W, C}).
   virtual double flops(const Shape& in) const { return 0; }
+  // Elements of the activations this module stores for a batch of shape `in`
+  // ({N, ...}): its output; containers sum their children (train/memory_plan.h
+  // turns this into bytes, with a measured factor for what backward adds).
+  virtual double activation_elems(const Shape& in) const { return double(numel(output_shape(in))); }
   virtual const Tensor& forward(const Tensor& x, Context& ctx) = 0;
   // Returns dx (undefined when !needs_input_grad()); dy is never modified.
   virtual const Tensor& backward(const Tensor& dy, Context& ctx) = 0;

@@ -42,6 +42,16 @@ double Sequential::flops(const Shape& in) const {
   return total;
 }
 
+double Sequential::activation_elems(const Shape& in) const {
+  double total = 0;  // the children's own; the container returns the last one's output
+  Shape s = in;
+  for (auto& c : children_) {
+    total += c.second->activation_elems(s);
+    s = c.second->output_shape(s);
+  }
+  return total;
+}
+
 const Tensor& Sequential::forward(const Tensor& x, Context& ctx) {
   return forward_range(0, children_.size(), x, ctx);
 }
@@ -103,6 +113,11 @@ void Residual::init_params(Rng& rng, InitStyle style) {
 
 double Residual::flops(const Shape& in) const {
   return branch_->flops(in) + (shortcut_ ? shortcut_->flops(in) : 0);
+}
+
+double Residual::activation_elems(const Shape& in) const {
+  return branch_->activation_elems(in) + (shortcut_ ? shortcut_->activation_elems(in) : 0) +
+         double(numel(output_shape(in)));  // y_, the sum
 }
 
 const Tensor& Residual::forward(const Tensor& x, Context& ctx) {

@@ -18,6 +18,7 @@ class Sequential : public Module {
   void init_params(Rng& rng, InitStyle style) override;
   Shape output_shape(const Shape& in) const override;
   double flops(const Shape& in) const override;
+  double activation_elems(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   // Announces each child's gradient range through ctx.grad_ready as it completes.
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
@@ -47,6 +48,7 @@ class Residual final : public Module {
   void init_params(Rng& rng, InitStyle style) override;
   Shape output_shape(const Shape& in) const override { return branch_->output_shape(in); }
   double flops(const Shape& in) const override;
+  double activation_elems(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
 

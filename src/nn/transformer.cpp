@@ -90,6 +90,10 @@ double CausalAttention::flops(const Shape& in) const {
   return s.forward_flops();
 }
 
+double CausalAttention::activation_elems(const Shape& in) const {
+  return double(numel(output_shape(in))) + 2.0 * double(in[0] * heads_) * double(in[1] * in[1]);
+}
+
 const Tensor& CausalAttention::forward(const Tensor& x, Context& ctx) {
   COHORT_CHECK(x.ndim() == 3 && x.dim(2) == 3 * c_, "attention expects qkv {B, T, ", 3 * c_,
                "}, got ", shape_str(x.shape()));

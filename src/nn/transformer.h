@@ -75,6 +75,8 @@ class CausalAttention final : public Module {
   Shape output_shape(const Shape& in) const override { return {in[0], in[1], c_}; }
   // Per sample of T tokens: q k^T and att v, about half of each under the mask.
   double flops(const Shape& in) const override;
+  // y {B, T, C} plus the op's probabilities and their gradient, {B, heads, T, T} each.
+  double activation_elems(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
 

@@ -149,7 +149,7 @@ class DataParallelFamily final : public StrategyFamily {
   }
   void add_flags(CLI::App& app) override {
     app.add_option("--allreduce", allreduce_, "ring | tree | mpi | auto (dp)");
-    app.add_option("--bucket-mb", bucket_mb_, "gradient bucket size in MiB (dp)");
+    app.add_option("--bucket-mb", bucket_mb_, "gradient bucket size in MiB (dp, zero)");
     app.add_flag("--no-overlap{false}", overlap_, "reduce after backward, not during it (dp)");
     app.add_flag("--deterministic", deterministic_, "fixed reduction order: bit-for-bit runs (dp)");
   }
@@ -161,6 +161,7 @@ class DataParallelFamily final : public StrategyFamily {
     os << "--allreduce " << allreduce_ << "\n--bucket-mb " << bucket_mb_ << "\n--no-overlap "
        << !overlap_ << "\n--deterministic " << deterministic_ << "\n";
   }
+  void export_flags(RunSettings& run) const override { run.bucket_mb = bucket_mb_; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     COHORT_INPUT_CHECK(a.comm, "--parallel dp needs ranks: start with mpirun or --workers N");
     DataParallelConfig dp;

@@ -53,6 +53,10 @@ std::string StrategyRegistry::help() const {
   return all;
 }
 
+void StrategyRegistry::export_flags(RunSettings& run) const {
+  for (auto& f : families_) f->export_flags(run);
+}
+
 std::string StrategyRegistry::describe() const {
   std::ostringstream os;
   for (auto& f : families_) f->describe(os);

@@ -27,6 +27,10 @@ struct RunSettings {
   float clip_norm = 0;  // 0: off
   uint64_t seed = 0;
   Precision precision;  // mixed precision (optim/precision.h)
+  // Families' flags that other layers read (StrategyFamily::export_flags):
+  // the memory estimate (train/memory_plan.h) needs them before any strategy exists.
+  int zero_stage = 1;     // --zero-stage (read under --parallel zero)
+  double bucket_mb = 25;  // --bucket-mb
 };
 
 // What a family builds a strategy from.
@@ -75,6 +79,8 @@ class StrategyFamily {
   virtual std::string under_ranks(const std::string& name) const { return name; }
   // Its flags as "--name value" lines, compared across ranks at start.
   virtual void describe(std::ostream& os) const {}
+  // Copies the flags RunSettings names (zero_stage, bucket_mb) into `run`.
+  virtual void export_flags(RunSettings& run) const {}
   virtual std::unique_ptr<Strategy> make(const std::string& name, StrategyArgs& args) const = 0;
   // Human lines for what its Strategy::summary() added to the run's summary.
   virtual std::string summary_text(const nlohmann::ordered_json& summary) const { return ""; }
@@ -96,6 +102,7 @@ class StrategyRegistry {
   std::string names() const;  // "none, dp, ..." for help and errors
   std::string help() const;   // every family's help line
   std::string describe() const;
+  void export_flags(RunSettings& run) const;  // every family's
   std::vector<BenchRow> bench_rows() const;
 
  private:

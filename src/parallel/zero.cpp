@@ -186,16 +186,12 @@ class ZeroFamily final : public StrategyFamily {
   }
   void add_flags(CLI::App& app) override {
     app.add_option("--zero-stage", stage_, "1 | 2 | 3: what ZeRO shards over ranks (zero)");
-    app.add_option("--zero-bucket-mb", bucket_mb_,
-                   "gradients reduced per bucket, MiB (zero; DeepSpeed's reduce_bucket_size)");
   }
   void validate() const override {
     COHORT_INPUT_CHECK(stage_ >= 1 && stage_ <= 3, "--zero-stage must be 1, 2 or 3, got ", stage_);
-    COHORT_INPUT_CHECK(bucket_mb_ > 0, "--zero-bucket-mb must be positive, got ", bucket_mb_);
   }
-  void describe(std::ostream& os) const override {
-    os << "--zero-stage " << stage_ << "\n--zero-bucket-mb " << bucket_mb_ << "\n";
-  }
+  void describe(std::ostream& os) const override { os << "--zero-stage " << stage_ << "\n"; }
+  void export_flags(RunSettings& run) const override { run.zero_stage = stage_; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     COHORT_INPUT_CHECK(stage_ == 1 || a.run.precision.grad_comm == DType::kF32,
                        "--grad-dtype bf16 is built for --zero-stage 1 only (its all-reduce); "
@@ -204,7 +200,7 @@ class ZeroFamily final : public StrategyFamily {
     ZeroConfig cfg;
     cfg.stage = stage_;
     cfg.accumulate = a.run.accumulate;
-    cfg.bucket_mb = bucket_mb_;
+    cfg.bucket_mb = a.run.bucket_mb;  // --bucket-mb, DeepSpeed's reduce_bucket_size
     return std::make_unique<Zero>(*a.comm, a.model, a.opt, cfg, a.run.seed, a.run.clip_norm,
                                   a.run.precision);
   }
@@ -248,7 +244,6 @@ class ZeroFamily final : public StrategyFamily {
 
  private:
   int stage_ = 1;
-  double bucket_mb_ = 25;
 };
 
 }  // namespace

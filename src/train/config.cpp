@@ -17,6 +17,7 @@ RunSettings TrainConfig::run_settings() const {
   r.clip_norm = clip_norm;
   r.seed = seed;
   r.precision = precision.resolve();
+  strategies->export_flags(r);
   return r;
 }
 
@@ -31,7 +32,7 @@ std::string TrainConfig::describe() const {
      << total_steps << "\n--min-lr " << min_lr << "\n--clip " << clip_norm
      << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval "
      << eval << "\n--parallel " << parallel << "\n--accumulate " << accumulate << "\n--timeout "
-     << timeout << "\n--config " << config << "\n--load " << load << "\n--resume " << resume << "\n--save " << save << "\n"
+     << timeout << "\n--memory-check " << memory_check << "\n--config " << config << "\n--load " << load << "\n--resume " << resume << "\n--save " << save << "\n"
      << precision.describe() << strategies->describe();
   return os.str();
 }

@@ -50,6 +50,9 @@ struct TrainConfig {
   int workers = 1;  // >1: start that many ranks with mpirun on this machine
   int accumulate = 1;
   double timeout = 0;  // seconds before a stalled collective is reported (0: off)
+  // on: refuse a run whose ranks on this machine would not fit in its memory
+  // (train/memory_plan.h); off: only report the estimate in the summary.
+  std::string memory_check = "on";
 
   const StrategyFamily& strategy() const { return strategies->find(parallel); }
   // Ranks the strategy needs (0: any number, e.g. dp, ps).

@@ -23,6 +23,7 @@
 #include "parallel/start.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/memory_plan.h"
 #include "train/report.h"
 #include "train/resume.h"
 
@@ -58,6 +59,8 @@ void check_config(const TrainConfig& c, int world) {
                      "--load and --resume exclude each other (--resume restores the weights too)");
   COHORT_INPUT_CHECK(c.accumulate >= 1, "--accumulate must be at least 1, got ", c.accumulate);
   COHORT_INPUT_CHECK(c.timeout >= 0, "--timeout must be 0 (off) or more, got ", c.timeout);
+  COHORT_INPUT_CHECK(c.memory_check == "on" || c.memory_check == "off",
+                     "--memory-check: unknown choice '", c.memory_check, "' (valid: on, off)");
   COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last" || c.eval == "none",
                      "--eval: unknown choice '", c.eval, "' (valid: epoch, last, none)");
   c.strategies->check(c.parallel, c.run_settings(), world);
@@ -75,6 +78,9 @@ struct Run {
   std::unique_ptr<Schedule> schedule;
   int64_t global_batch = 0;
   RunPosition start;  // where a resumed run continues (epoch 0 for a new one)
+  MemoryEstimate memory;   // per rank, before the model was built
+  int ranks_on_machine = 1;
+  double available = 0;    // bytes, when the estimate was checked
 };
 
 // What the epochs add up, for the summary.
@@ -126,7 +132,15 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   // An output that cannot be written is found now, not after an epoch's work.
   if (!cfg.save.empty()) check_writable("--save", cfg.save);
   Run run;
-  run.model = nn::build_model(nn::find_model(cfg.model, cfg.seq, cfg.vocab), cfg.seed);
+  const RunSettings settings = cfg.run_settings();
+  // Before any arena is allocated: a run that cannot fit is refused in seconds.
+  const ModelFigures figures = model_figures(*settings.model, cfg);
+  const MemoryPlanInputs plan = plan_inputs(cfg, settings, comm ? comm->size() : 1);
+  run.memory = estimate_memory(figures, plan);
+  run.ranks_on_machine = comm ? std::min(comm->size(), ranks_on_this_node()) : 1;
+  run.available = available_memory_bytes();
+  if (cfg.memory_check == "on") check_memory(figures, plan, run.ranks_on_machine, run.available);
+  run.model = nn::build_model(settings.model, cfg.seed);
   run.data = load_data(cfg, *run.model);
   if (cfg.test_limit > 0 && cfg.test_limit < run.data.test.size())
     run.data.test = run.data.test.slice(0, cfg.test_limit);
@@ -136,7 +150,6 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   if (comm) check_and_broadcast(*comm, *run.model, cfg.describe());
   run.opt = make_optimizer(cfg.optimizer, cfg.weight_decay, cfg.momentum, cfg.beta1, cfg.beta2,
                            cfg.eps);
-  const RunSettings settings = cfg.run_settings();
   StrategyArgs args{settings, comm, *run.model, *run.opt};
   run.strategy = cfg.strategy().make(cfg.parallel, args);
   // --load, --resume: every rank reads the file, and its range of the optimizer state.
@@ -236,6 +249,14 @@ std::string scale_state(Strategy& s) {
   return scaler ? scaler->state() : "";
 }
 
+// The estimate per rank by part (MiB, as peak_memory_mb), and what it was checked against.
+nlohmann::ordered_json memory_summary(const Run& run) {
+  nlohmann::ordered_json j = run.memory.to_json();
+  j["ranks_on_machine"] = run.ranks_on_machine;
+  j["available_mb"] = run.available / (1 << 20);
+  return j;
+}
+
 // Every rank's peak resident memory, MB, in rank order (collective). Ranks
 // differ where strategies hold different things (ZeRO's shards, pipeline stages).
 std::vector<double> peak_memory_per_rank(comm::Communicator* comm) {
@@ -270,6 +291,7 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
       {"epoch_images_per_second", t.epoch_ips},
       {"peak_memory_mb", peak[0]},  // rank 0's
       {"peak_memory_mb_per_rank", peak},
+      {"memory_estimate", memory_summary(run)},
       {"step_seconds",
        {{"total", (t.times.compute + t.times.comm + t.data_s) / n},
         {"compute", t.times.compute / n},

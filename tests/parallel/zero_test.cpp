@@ -130,7 +130,7 @@ TEST(Zero, SummaryReportsTheBytesEachRankHolds) {
   const std::string base = kMpirun + "4 " + std::string(COHORT_BIN) +
                            " train --model gpt2-tiny --data text --threads 1 --log jsonl "
                            "--optimizer adam --epochs 1 --batch 2 --limit 16 --test-limit 8 "
-                           "--zero-bucket-mb 0.05";
+                           "--bucket-mb 0.05";
   for (int stage : {1, 2, 3}) {
     std::string out;
     ASSERT_EQ(run(base + zero_flags(stage), &out), 0) << out;
