@@ -288,10 +288,12 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     line["images_per_second"] = totals.epoch_ips.back();
     add_token_figures(*run.model, line);
     report.epoch(line);
+    // Each rank checks the weights it holds (ZeRO-3: its shard; the rest reads
+    // as zeros), so every bad value is found before the save.
     check_weights(cfg, run, epoch);
-    if (!cfg.save.empty())  // collective: rank 0 gathers the optimizer state and writes
+    if (!cfg.save.empty())  // collective: each rank's shard of the state, or rank 0 gathers it
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
-                          {epoch, totals.updates, scale_state(*run.strategy)},
+                          run.strategy.get(), {epoch, totals.updates, scale_state(*run.strategy)},
                           rank == 0 && epoch == run.start.epoch + 1);
   }
   nlohmann::ordered_json summary = summarize(cfg, run, totals, world);

@@ -5,11 +5,9 @@
 #include "train/resume.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +18,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/models/zoo.h"
+#include "support/support.h"
 #include "train/checkpoint.h"
 
 namespace cohort {
@@ -73,7 +72,7 @@ class Resume : public ::testing::Test {
 
   // Saves `run` as cfg_.save after epoch 1 and 3 updates.
   void save(Trained& run) {
-    save_run_checkpoint(cfg_, *run.model, *run.opt, kWhole, nullptr, {1, 3}, false);
+    save_run_checkpoint(cfg_, *run.model, *run.opt, kWhole, nullptr, nullptr, {1, 3}, false);
   }
 
   // Rewrites cfg_.save through `edit` into a new file; returns its path.
@@ -259,33 +258,15 @@ TEST_F(Resume, PyTorchReadsTheOptimizerState) {
   Trained run("adam", 1, 3);
   save(run);
   const Tensor* sq = run.opt->state()[1];
-  std::ofstream(path("check.py")) << R"(import json, struct, sys
-try:
-    import torch
-except ImportError:
-    sys.exit(77)
-raw = open(sys.argv[1], 'rb').read()
-(n,) = struct.unpack('<Q', raw[:8])
-header = json.loads(raw[8:8 + n])
-meta = header.pop('__metadata__')
+  char first[64];
+  std::snprintf(first, sizeof first, "%.9g", double(sq->f32()[0]));
+  testing_support::expect_pytorch_script(dir_.string(), cfg_.save, R"(
 assert meta['optimizer'] == 'adam' and meta['optimizer.steps'] == '3', meta
-t = {}
-for name, e in header.items():
-    b, end = e['data_offsets']
-    t[name] = torch.frombuffer(bytearray(raw[8 + n + b:8 + n + end]), dtype=torch.float32).reshape(e['shape'])
 assert t['optimizer.exp_avg_sq'].shape == (int(sys.argv[2]),), t['optimizer.exp_avg_sq'].shape
 want = torch.tensor(float(sys.argv[3]), dtype=torch.float32)
 assert torch.equal(t['optimizer.exp_avg_sq'][0], want), (t['optimizer.exp_avg_sq'][0], want)
 assert (t['optimizer.exp_avg_sq'] >= 0).all()
-)";
-  char first[64];
-  std::snprintf(first, sizeof first, "%.9g", double(sq->f32()[0]));
-  const std::string cmd = "/usr/bin/python3 " + path("check.py") + " " + cfg_.save + " " +
-                          std::to_string(sq->numel()) + " " + first;
-  const int status = std::system(cmd.c_str());
-  if (WIFEXITED(status) && (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 127))
-    FAIL() << "/usr/bin/python3 is missing or cannot import torch (scripts/setup.sh installs it)";
-  EXPECT_EQ(status, 0) << cmd;
+)", std::to_string(sq->numel()) + " " + first);
 }
 
 }  // namespace
