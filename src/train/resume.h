@@ -11,6 +11,7 @@
 //                               correction); only where the state is saved
 //   loss_scale                  fp16 runs: the loss scaler's state, so a
 //                               resumed run scales and skips as before
+//   optimizer.shards            sharded saves: the shard files (below)
 // Where ranks own ranges of the state (Strategy::optimizer_range), two layouts:
 //  - Each rank its own range, together tiling the arena (ZeRO; mp and pp
 //    without replicas): no rank gathers the state. F holds the weights,

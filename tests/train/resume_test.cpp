@@ -20,6 +20,7 @@
 #include "nn/models/zoo.h"
 #include "support/support.h"
 #include "train/checkpoint.h"
+#include "train/state_shards.h"
 
 namespace cohort {
 namespace {
@@ -229,6 +230,54 @@ TEST_F(Resume, RestoresARangeOfTheState) {
   restore_checkpoint(cfg_, *worker.model, *worker.opt, {0, 0}, false);
   EXPECT_TRUE(worker.opt->state().empty());
   EXPECT_EQ(worker.weights(), saved.weights());
+}
+
+// The sharded layout (train/state_shards.h), written here by hand as 3
+// ranks would: a range that crosses every shard boundary reads its slices,
+// a single process all of them; a shard of another save (its generation
+// differs, its size does not) is refused by name before anything changes.
+TEST_F(Resume, RestoresARangeOfShardedState) {
+  Trained saved("adam", 1, 3);
+  save(saved);
+  const int64_t n = saved.model->num_params(), cuts[] = {0, 7000, 15000, n};
+  ShardListing listing{1, n, {}};
+  for (int r = 0; r < 3; ++r) {
+    const std::string name = shard_name(cfg_.save, 1, r, 3);
+    std::vector<Tensor> parts;
+    for (Tensor* t : saved.opt->state()) parts.push_back(t->slice(cuts[r], cuts[r + 1]));
+    const uint64_t bytes = write_shard(path(name), saved.opt->state_names(),
+                                       {&parts[0], &parts[1]}, cuts[r], cuts[r + 1], 1,
+                                       {{"optimizer", "adam"}, {"optimizer.steps", "3"}});
+    listing.files.push_back({name, cuts[r], cuts[r + 1], bytes});
+  }
+  cfg_.resume = rewrite("run.safetensors", [&](SafetensorsFile& f) {
+    erase_tensor(f, "optimizer.exp_avg");
+    erase_tensor(f, "optimizer.exp_avg_sq");
+    f.metadata[kShardsKey] = listing_json(listing);
+  });
+  const std::vector<Tensor*> a = saved.opt->state();
+  for (const ArenaRange range : {ArenaRange{5000, 16000}, kWhole}) {
+    Trained rank("adam", 2);
+    restore_checkpoint(cfg_, *rank.model, *rank.opt, range, false);
+    const int64_t begin = range.first, end = range.second < 0 ? n : range.second;
+    EXPECT_EQ(rank.weights(), saved.weights());
+    EXPECT_EQ(rank.opt->steps(), 3);
+    const std::vector<Tensor*> b = rank.opt->state();
+    ASSERT_EQ(b.size(), 2u);
+    for (size_t i = 0; i < b.size(); ++i)
+      EXPECT_TRUE(same_bits(*b[i], a[i]->slice(begin, end))) << i << " from " << begin;
+  }
+  const std::string other = path(listing.files[1].file);
+  SafetensorsFile shard = load_safetensors(other);
+  shard.metadata["generation"] = "2";
+  save_safetensors(other, shard.tensors, shard.metadata);
+  Trained target("adam", 2);
+  const std::string msg = testing_support::error_of(
+      [&] { restore_checkpoint(cfg_, *target.model, *target.opt, {0, 100}, false); });
+  EXPECT_NE(msg.find(other), std::string::npos) << msg;
+  EXPECT_NE(msg.find("generation"), std::string::npos) << msg;
+  EXPECT_TRUE(target.opt->state().empty());
+  EXPECT_NE(target.weights(), saved.weights());
 }
 
 // A file saved without optimizer state (ranks whose step counts differed)
