@@ -1,5 +1,6 @@
 // Saving and resuming a training run: the model, the optimizer's state and
-// the run's position in one safetensors checkpoint (see resume.h).
+// the run's position in a safetensors checkpoint, with the state in one
+// shard file per rank beside it where each rank owns its range (see resume.h).
 #include "train/resume.h"
 
 #include <algorithm>
