@@ -57,12 +57,7 @@ void read_at(int fd, const std::string& path, void* dst, size_t size, uint64_t o
   }
 }
 
-struct Entry {
-  std::string name;
-  DType dtype;
-  Shape shape;
-  uint64_t begin, end;
-};
+using Entry = SafetensorsIndex::Entry;
 
 // Validates one tensor entry of the header against the data section size.
 Entry parse_entry(const std::string& path, const std::string& name, const Json& j,
@@ -124,7 +119,7 @@ const Tensor* SafetensorsFile::find(const std::string& name) const {
   return nullptr;
 }
 
-void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+uint64_t save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   OrderedJson header = OrderedJson::object();
   if (!metadata.empty()) {
@@ -159,29 +154,39 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   for (const NamedTensor& t : tensors)
     if (t.tensor.nbytes()) file.write(t.tensor.data(), t.tensor.nbytes());
   file.commit();
+  return sizeof header_len + header_len + offset;
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
+namespace {
+
+// Opens `path` for reading as a regular file; InputError naming it otherwise.
+int open_regular(const std::string& path, uint64_t* size) {
   // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of blocking.
-  Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-  if (fd.fd < 0) throw InputError("cannot open " + path + ": " + errno_str());
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw InputError("cannot open " + path + ": " + errno_str());
+  Fd guard{fd};
   struct stat st;
-  if (::fstat(fd.fd, &st) != 0) throw InputError("cannot stat " + path + ": " + errno_str());
+  if (::fstat(fd, &st) != 0) throw InputError("cannot stat " + path + ": " + errno_str());
   if (!S_ISREG(st.st_mode)) throw InputError(path + " is not a regular file");
-  const uint64_t file_size = uint64_t(st.st_size);
+  *size = uint64_t(st.st_size);
+  guard.fd = -1;
+  return fd;
+}
+
+SafetensorsIndex index_of(int fd, const std::string& path, uint64_t file_size) {
   const std::string what = "safetensors file " + path;
   if (file_size < 8)
     throw InputError(what + " is " + std::to_string(file_size) +
                      " bytes, too short for a header");
 
   uint64_t header_len = 0;
-  read_at(fd.fd, path, &header_len, 8, 0);
+  read_at(fd, path, &header_len, 8, 0);
   if (header_len > file_size - 8)
     throw InputError(what + " claims a " + std::to_string(header_len) +
                      "-byte header but the file has only " + std::to_string(file_size) +
                      " bytes");
   std::string text(header_len, '\0');
-  read_at(fd.fd, path, text.data(), text.size(), 8);
+  read_at(fd, path, text.data(), text.size(), 8);
   Json header;
   try {
     header = Json::parse(text);
@@ -190,9 +195,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   if (!header.is_object()) throw InputError(what + ": header is not a JSON object");
 
-  const uint64_t data_start = 8 + header_len, data_size = file_size - data_start;
-  SafetensorsFile out;
-  std::vector<Entry> entries;
+  SafetensorsIndex out;
+  out.path = path;
+  out.file_size = file_size;
+  out.data_start = 8 + header_len;
+  const uint64_t data_size = file_size - out.data_start;
   for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey) {
       if (!value.is_object()) throw InputError(what + ": __metadata__ is not a JSON object");
@@ -203,8 +210,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
       }
       continue;
     }
-    entries.push_back(parse_entry(path, key, value, data_size));
+    out.entries.push_back(parse_entry(path, key, value, data_size));
   }
+  std::vector<Entry>& entries = out.entries;
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
@@ -212,11 +220,51 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (entries[i].begin < entries[i - 1].end)
       throw InputError(what + ": tensors '" + one_line(entries[i - 1].name) + "' and '" +
                        one_line(entries[i].name) + "' overlap");
+  return out;
+}
 
+}  // namespace
+
+const SafetensorsIndex::Entry* SafetensorsIndex::find(const std::string& name) const {
+  for (const Entry& e : entries)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+SafetensorsIndex index_safetensors(const std::string& path) {
+  uint64_t size = 0;
+  Fd fd{open_regular(path, &size)};
+  return index_of(fd.fd, path, size);
+}
+
+void read_f32_slice(const SafetensorsIndex& index, const std::string& name, int64_t begin,
+                    int64_t end, float* dst) {
+  const Entry* e = index.find(name);
+  const std::string at = "safetensors file " + index.path + ": tensor '" + one_line(name) + "'";
+  if (!e) throw InputError(at + " is missing");
+  if (e->dtype != DType::kF32) throw InputError(at + " is not F32");
+  const int64_t numel = int64_t((e->end - e->begin) / 4);
+  if (begin < 0 || begin > end || end > numel)
+    throw InputError(at + " has " + std::to_string(numel) + " elements, not the [" +
+                     std::to_string(begin) + ", " + std::to_string(end) + ") asked for");
+  uint64_t size = 0;
+  Fd fd{open_regular(index.path, &size)};
+  if (size != index.file_size)
+    throw InputError("safetensors file " + index.path + " changed size while being read");
+  read_at(fd.fd, index.path, dst, size_t(end - begin) * 4,
+          index.data_start + e->begin + uint64_t(begin) * 4);
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  uint64_t size = 0;
+  Fd fd{open_regular(path, &size)};
+  const SafetensorsIndex index = index_of(fd.fd, path, size);
+  SafetensorsFile out;
+  out.metadata = index.metadata;
   // Only now, with every size proven to fit in the file, allocate and read.
-  for (const Entry& e : entries) {
+  for (const Entry& e : index.entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
-    if (t.nbytes()) read_at(fd.fd, path, t.data(), t.nbytes(), data_start + e.begin);
+    if (t.nbytes()) read_at(fd.fd, path, t.data(), t.nbytes(), index.data_start + e.begin);
     out.tensors.push_back({e.name, std::move(t)});
   }
   return out;

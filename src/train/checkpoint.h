@@ -5,6 +5,7 @@
 // The header maps each tensor name to {"dtype","shape","data_offsets"} (offsets
 // relative to the data section) plus "__metadata__": {string: string}.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,8 +22,9 @@ struct NamedTensor {
 
 // Writes atomically: a temp file next to `path` is written, fsynced and renamed
 // onto it, so a crash or failed save never leaves a damaged `path`. Throws
-// Error naming the path on failure (and removes the temp file).
-void save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+// Error naming the path on failure (and removes the temp file). Returns the
+// file's size in bytes.
+uint64_t save_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata);
 
 struct SafetensorsFile {
@@ -38,6 +40,30 @@ std::string one_line(std::string s);
 // Loads F32 and BF16 tensors (kept in their dtype). Any malformed, truncated or
 // unsupported file throws a one-line InputError naming the path.
 SafetensorsFile load_safetensors(const std::string& path);
+
+// A safetensors file's header, validated as load_safetensors does, without
+// its data: for reading slices of tensors too large to load whole (the
+// optimizer-state shards of train/resume.h).
+struct SafetensorsIndex {
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;  // byte offsets within the data section
+  };
+  std::string path;
+  uint64_t file_size = 0, data_start = 0;
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries;  // in data (file) order
+  const Entry* find(const std::string& name) const;  // null if absent
+};
+SafetensorsIndex index_safetensors(const std::string& path);
+
+// Reads elements [begin, end) of `index`'s f32 tensor `name` into dst
+// (end - begin floats). InputError naming the path and tensor where the
+// tensor is missing, not F32, or shorter than `end`, or the read fails.
+void read_f32_slice(const SafetensorsIndex& index, const std::string& name, int64_t begin,
+                    int64_t end, float* dst);
 
 // Every parameter of `params` (and of `buffers`, e.g. batch-norm running
 // statistics, when non-null) under its ParamInfo name, then `extra_tensors`

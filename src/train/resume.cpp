@@ -1,14 +1,18 @@
 // Saving and resuming a training run: the model, the optimizer's state and
-// the run's position in one safetensors checkpoint (see resume.h).
+// the run's position in a safetensors checkpoint, with the state in one
+// shard file per rank beside it where each rank owns its range (see resume.h).
 #include "train/resume.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <exception>
+#include <map>
 #include <vector>
 
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/state_shards.h"
 
 namespace cohort {
 
@@ -41,12 +45,16 @@ int64_t read_count(const SafetensorsFile& file, const std::string& path, const s
 // tensor for each of opt's state tensors, and the step count.
 struct OptimizerLoad {
   bool restore = false;
-  std::vector<const Tensor*> sources;  // in opt.state_names() order
+  std::vector<const Tensor*> sources;  // in opt.state_names() order; or
+  bool sharded = false;                // from the shard files beside the checkpoint:
+  ShardReads shards;                   // the slices of this rank's range
   int64_t steps = 0;
 };
 
+ArenaRange resolve(ArenaRange r, int64_t n) { return r.second < 0 ? ArenaRange{0, n} : r; }
+
 OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig& cfg,
-                                  const Optimizer& opt, int64_t n, bool print) {
+                                  const Optimizer& opt, int64_t n, ArenaRange range, bool print) {
   const std::string& path = cfg.resume;
   auto name = file.metadata.find("optimizer");
   if (name == file.metadata.end())
@@ -62,6 +70,15 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
     return plan;
   }
   plan.steps = read_count(file, path, kStepsKey);
+  plan.restore = true;
+  if (auto listed = file.metadata.find(kShardsKey); listed != file.metadata.end()) {
+    const ShardListing listing = parse_listing(path, listed->second, n);
+    const auto [begin, end] = resolve(range, n);
+    plan.sharded = true;
+    plan.shards = plan_shard_reads(path, listing, opt.state_names(), opt.name(), plan.steps,
+                                   begin, end);
+    return plan;
+  }
   for (const std::string& s : opt.state_names()) {
     const std::string tensor = kStatePrefix + s;
     const Tensor* src = file.find(tensor);
@@ -72,11 +89,8 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
                        shape_str(Shape{n}));
     plan.sources.push_back(src);
   }
-  plan.restore = true;
   return plan;
 }
-
-ArenaRange resolve(ArenaRange r, int64_t n) { return r.second < 0 ? ArenaRange{0, n} : r; }
 
 // One rank's part of the optimizer state for a save.
 struct Holder {
@@ -164,41 +178,133 @@ RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimiz
   if (auto it = file.metadata.find("loss_scale"); it != file.metadata.end())
     at.loss_scale = it->second;
   const int64_t n = model.num_params();
-  const OptimizerLoad state = plan_optimizer_load(file, cfg, opt, n, print);
+  const OptimizerLoad state = plan_optimizer_load(file, cfg, opt, n, range, print);
   // Everything is validated: only now modify the model and the optimizer.
   apply_copies(weights);
   const auto [begin, end] = resolve(range, n);
   if (state.restore && end > begin) {
     opt.init_state(end - begin);
     const std::vector<Tensor*> dst = opt.state();
-    COHORT_CHECK(dst.size() == state.sources.size(), opt.name(), " state tensors");
-    for (size_t i = 0; i < dst.size(); ++i) dst[i]->copy_from(state.sources[i]->slice(begin, end));
+    if (state.sharded) {
+      apply_shard_reads(state.shards, opt.state_names(), dst);
+    } else {
+      COHORT_CHECK(dst.size() == state.sources.size(), opt.name(), " state tensors");
+      for (size_t i = 0; i < dst.size(); ++i)
+        dst[i]->copy_from(state.sources[i]->slice(begin, end));
+    }
     opt.set_steps(state.steps);
   }
   return at;
 }
 
-void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt, ArenaRange range,
-                         comm::Communicator* comm, const RunPosition& done, bool print) {
-  const int64_t n = model.num_params();
-  range = resolve(range, n);
-  if (range.second > range.first) opt.init_state(range.second - range.first);  // no-op once stepped
-  const std::vector<Holder> holders = find_holders(comm, range, opt.steps(), n);
-  std::vector<NamedTensor> state = gather_state(comm, opt, holders, n);
-  if (comm && comm->rank() != 0) return;
+namespace {
+
+std::map<std::string, std::string> run_metadata(const TrainConfig& cfg, const Optimizer& opt,
+                                                const RunPosition& done) {
   std::map<std::string, std::string> meta = {{"epoch", std::to_string(done.epoch)},
                                              {"updates", std::to_string(done.updates)},
                                              {"dataset", cfg.data},
                                              {"parallel", cfg.parallel},
                                              {"optimizer", opt.name()}};
   if (!done.loss_scale.empty()) meta["loss_scale"] = done.loss_scale;
+  return meta;
+}
+
+// Rank 0 writes the checkpoint file itself (the weights, and `state` where
+// gathered) with the whole model in its arena: ZeRO-3 gathers it for the
+// write and releases it after (collective). Rank 0's failure is returned.
+std::exception_ptr write_main_file(const TrainConfig& cfg, nn::Model& model,
+                                   comm::Communicator* comm, Strategy* strategy,
+                                   const std::map<std::string, std::string>& meta,
+                                   const std::vector<NamedTensor>& state) {
+  std::exception_ptr failure;
+  if (strategy) strategy->gather_params(0);
+  if (!comm || comm->rank() == 0) {
+    try {
+      save_checkpoint(cfg.save, model.name(), model.params(), &model.buffers(), meta, state);
+    } catch (const std::exception&) {
+      failure = std::current_exception();
+    }
+  }
+  if (strategy) strategy->release_params();
+  return failure;
+}
+
+// The sharded save (state_shards.h): every rank writes its range of the
+// optimizer state to its own file, the ranks agree that every one is in
+// place, and only then does rank 0 write F listing them; a failure anywhere
+// is every rank's Error, and the new shards are removed, so F and the files
+// it lists stay as they were. Collective.
+void save_sharded(const TrainConfig& cfg, nn::Model& model, Optimizer& opt, ArenaRange range,
+                  comm::Communicator& comm, Strategy* strategy,
+                  const std::vector<Holder>& holders, std::map<std::string, std::string> meta) {
+  const std::string& path = cfg.save;
+  const int rank = comm.rank(), world = comm.size();
+  const int64_t n = model.num_params(), steps = holders.front().steps;
+  int64_t generation = rank == 0 ? listed_generation(path) + 1 : 0;
+  comm.broadcast(&generation, sizeof generation, 0);
+  const std::string mine = beside(path, shard_name(path, generation, rank, world));
+
+  std::exception_ptr failure;
+  int64_t bytes = -1;  // -1: not written
+  try {
+    bytes = int64_t(write_shard(mine, opt.state_names(), opt.state(), range.first, range.second,
+                                generation,
+                                {{"model", model.name()},
+                                 {"optimizer", opt.name()},
+                                 {kStepsKey, std::to_string(steps)},
+                                 {"parameters", std::to_string(n)}}));
+  } catch (const std::exception&) {
+    failure = std::current_exception();
+  }
+  auto abandon = [&](const std::string& why) {
+    if (bytes >= 0) std::remove(mine.c_str());
+    if (failure) std::rethrow_exception(failure);
+    throw Error("saving " + path + " failed: " + why + "; " + path + " kept as it was");
+  };
+  std::vector<int64_t> sizes(size_t(world), bytes);
+  for (int r = 0; r < world; ++r) comm.broadcast(&sizes[size_t(r)], sizeof(int64_t), r);
+  for (int r = 0; r < world; ++r)
+    if (sizes[size_t(r)] < 0) abandon("rank " + std::to_string(r) + " could not write its shard");
+
+  ShardListing listing{generation, n, {}};
+  for (const Holder& h : holders)  // in arena order
+    listing.files.push_back({shard_name(path, generation, int(h.rank), world), h.begin, h.end,
+                             uint64_t(sizes[size_t(h.rank)])});
+  meta[kStepsKey] = std::to_string(steps);
+  meta[kShardsKey] = listing_json(listing);
+  failure = write_main_file(cfg, model, &comm, strategy, meta, {});
+  int64_t saved = failure ? 0 : 1;
+  comm.broadcast(&saved, sizeof saved, 0);
+  if (!saved) abandon("rank 0 could not write it");
+  // F now lists the new shards: the previous save's are stale.
+  if (rank == 0) remove_stale_shards(path, listing);
+}
+
+}  // namespace
+
+void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt, ArenaRange range,
+                         comm::Communicator* comm, Strategy* strategy, const RunPosition& done,
+                         bool print) {
+  const int64_t n = model.num_params();
+  range = resolve(range, n);
+  if (range.second > range.first) opt.init_state(range.second - range.first);  // no-op once stepped
+  const std::vector<Holder> holders = find_holders(comm, range, opt.steps(), n);
+  std::map<std::string, std::string> meta = run_metadata(cfg, opt, done);
+  // Every rank owns its own range (ZeRO): each writes it, nothing is gathered.
+  if (comm && comm->size() > 1 && holders.size() == size_t(comm->size()))
+    return save_sharded(cfg, model, opt, range, *comm, strategy, holders, std::move(meta));
+  std::vector<NamedTensor> state = gather_state(comm, opt, holders, n);
   if (holders.empty())
     notice(print, "--parallel " + cfg.parallel + ": the ranks' optimizer states do not make one" +
                       " (ranges or step counts differ), so " + cfg.save +
                       " holds the weights and the run's position only");
   else
     meta[kStepsKey] = std::to_string(holders.front().steps);
-  save_checkpoint(cfg.save, model.name(), model.params(), &model.buffers(), meta, state);
+  if (std::exception_ptr failure = write_main_file(cfg, model, comm, strategy, meta, state))
+    std::rethrow_exception(failure);
+  // A previous sharded save's files: F, in place, no longer lists them.
+  if (!comm || comm->rank() == 0) remove_stale_shards(cfg.save, {});
 }
 
 }  // namespace cohort

@@ -332,14 +332,13 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     line["images_per_second"] = totals.epoch_ips.back();
     add_token_figures(*run.model, line);
     report.epoch(line);
+    // Each rank checks the weights it holds (ZeRO-3: its shard; the rest reads
+    // as zeros), so every bad value is found before the save.
     check_weights(cfg, run, epoch);
-    if (!cfg.save.empty()) {  // collective: rank 0 gathers the optimizer state and writes
-      run.strategy->gather_params(0);  // ZeRO-3: the whole model to rank 0
+    if (!cfg.save.empty())  // collective: each rank's shard of the state, or rank 0 gathers it
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
-                          {epoch, totals.updates, scale_state(*run.strategy)},
+                          run.strategy.get(), {epoch, totals.updates, scale_state(*run.strategy)},
                           rank == 0 && epoch == run.start.epoch + 1);
-      run.strategy->release_params();
-    }
   }
   nlohmann::ordered_json summary = summarize(cfg, run, totals, comm);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));

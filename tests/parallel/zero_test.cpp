@@ -1,13 +1,18 @@
 // ZeRO stages 1-3 under real ranks (mpirun): on N = 2, 3, 4 ranks they
 // end with the weights of data parallelism on the same global batch (Adam;
 // SGD with --accumulate and --clip; GPT-2 at bf16 and fp16), their
-// checkpoints resume in a single process and at another rank count, the
+// checkpoints (F plus one optimizer shard per rank) resume in a single
+// process and at another rank count, and survive a failed save, the
 // summary reports the bytes each rank holds, and bad stages are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "bench/grid.h"
 #include "support/support.h"
@@ -161,27 +166,88 @@ TEST(Zero, SummaryReportsTheBytesEachRankHolds) {
   EXPECT_NE(text.find("zero stage 3 on 4 ranks, rank 0 held at most"), std::string::npos) << text;
 }
 
-// A ZeRO checkpoint holds the whole optimizer state (rank 0 gathers the
-// shards): a single process resumes it, and so do 3 ranks after 2 wrote it,
-// each restoring its own shard; both end where the uninterrupted single
-// process does (fp32 summation order only; SGD, whose momentum buffer is the
-// sharded state: a run that lost it would end far away). Measured: 2.7e-7
-// in one process, 4.1e-7 on 3 ranks.
+// The shard files beside checkpoint `f` (train/state_shards.h), by name.
+std::vector<std::string> shard_files(const std::string& f) {
+  std::vector<std::string> out;
+  const std::string prefix = fs::path(f).filename().string() + ".optim-";
+  for (const auto& e : fs::directory_iterator(fs::path(f).parent_path()))
+    if (e.path().filename().string().rfind(prefix, 0) == 0 && e.is_regular_file())
+      out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read_bytes(const std::string& f) {
+  std::ifstream in(f, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// PyTorch reads F by the safetensors spec (json + struct + torch.frombuffer,
+// as safetensors.torch.load_file does; Debian has no python3-safetensors):
+// the weights only, and a listing of shards that tile the parameters.
+void expect_pytorch_reads(const std::string& f, const fs::path& dir) {
+  testing_support::expect_pytorch_script(dir.string(), f, R"(
+assert not any(k.startswith('optimizer.') for k in t), list(t)
+shards = json.loads(meta['optimizer.shards'])
+assert shards['parameters'] == sum(v.numel() for v in t.values()), shards
+assert shards['files'][0]['begin'] == 0 and shards['files'][-1]['end'] == shards['parameters']
+assert all(torch.isfinite(v).all() for v in t.values())
+)");
+}
+
+// A ZeRO checkpoint is F (the weights, which PyTorch and --load read) and
+// one file of optimizer state per rank, none gathered: a single process
+// resumes it, and so do 3 ranks after 2 wrote it, each reading the slices
+// of its own shard; both end where the uninterrupted single process does
+// (fp32 summation order only; SGD, whose momentum buffer is the sharded
+// state: a run that lost it would end far away). Measured: 2.7e-7 in one
+// process, 4.1e-7 on 3 ranks. On the way: a save that fails on one rank
+// leaves the previous F and its shards as they were, a save at another rank
+// count replaces the old shards, and a truncated or missing shard is refused
+// by name.
 TEST(Zero, CheckpointResumesInOneProcessAndAtAnotherRankCount) {
   const fs::path d = fresh_dir("resume");
   auto p = [&](const std::string& name) { return (d / (name + ".st")).string(); };
+  const std::string f = p("zero_epoch1");
   save(train("sgd", 24, 240, 2), p("single"));
-  save(kMpirun + "2 " + train("sgd", 12, 240) + zero_flags(2), p("zero_epoch1"));
-  save(train("sgd", 24, 240, 2) + " --resume " + p("zero_epoch1"), p("resumed1"));
-  save(kMpirun + "3 " + train("sgd", 8, 240, 2) + zero_flags(1) + " --resume " + p("zero_epoch1"),
-       p("resumed3"));
-  for (const std::string name : {"resumed1", "resumed3"}) {
-    const double diff = checkpoint_rel_diff(p(name), p("single"));
+  save(kMpirun + "2 " + train("sgd", 12, 240) + zero_flags(2), f);
+  const std::vector<std::string> two = {"zero_epoch1.st.optim-g1-00-of-02.safetensors",
+                                        "zero_epoch1.st.optim-g1-01-of-02.safetensors"};
+  EXPECT_EQ(shard_files(f), two);
+  expect_pytorch_reads(f, d);
+  std::string out;
+  EXPECT_EQ(run(train("sgd", 24, 240) + " --load " + f, &out), 0) << out;
+  save(train("sgd", 24, 240, 2) + " --resume " + f, p("resumed1"));
+
+  // Rank 1 cannot write its shard of the next save (a folder holds its name):
+  // the save fails, rank 0's new shard is removed, and F is as it was.
+  const std::string before = read_bytes(f);
+  fs::create_directory(d / "zero_epoch1.st.optim-g2-01-of-02.safetensors");
+  const std::string resume_2 = train("sgd", 12, 240, 2) + zero_flags(2) + " --resume " + f;
+  EXPECT_NE(run(kMpirun + "2 " + resume_2 + " --save " + f, &out), 0) << out;
+  EXPECT_NE(out.find("kept as it was"), std::string::npos) << out;
+  EXPECT_EQ(read_bytes(f), before);
+  EXPECT_EQ(shard_files(f), two);
+
+  // 3 ranks (stage 1) resume it and save over it: 3 new shards, the 2 old gone.
+  save(kMpirun + "3 " + train("sgd", 8, 240, 2) + zero_flags(1) + " --resume " + f, f);
+  EXPECT_EQ(shard_files(f), (std::vector<std::string>{
+                                "zero_epoch1.st.optim-g2-00-of-03.safetensors",
+                                "zero_epoch1.st.optim-g2-01-of-03.safetensors",
+                                "zero_epoch1.st.optim-g2-02-of-03.safetensors"}));
+  for (const std::string& name : {p("resumed1"), f}) {
+    const double diff = checkpoint_rel_diff(name, p("single"));
     std::printf("%s: %.3g of the uninterrupted single process\n", name.c_str(), diff);
     EXPECT_LE(diff, 1e-5) << name;
   }
-  std::string out;
-  EXPECT_EQ(run(train("sgd", 24, 240) + " --load " + p("zero_epoch1"), &out), 0) << out;
+
+  // A shard that does not match F's listing is refused by name, before any step.
+  const std::string shard = (d / "zero_epoch1.st.optim-g2-01-of-03.safetensors").string();
+  const std::string resume_3 = train("sgd", 24, 240, 3) + " --resume " + f;
+  fs::resize_file(shard, fs::file_size(shard) - 4);
+  testing_support::expect_one_line_error(resume_3, shard);
+  fs::remove(shard);
+  testing_support::expect_one_line_error(resume_3, shard);
   fs::remove_all(d);
 }
 

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/state_shards.h"
 
 namespace cohort::testing_support {
 
@@ -55,6 +57,8 @@ double rel_l2(const float* a, const float* b, int64_t n) {
 
 double checkpoint_rel_diff(const std::string& a, const std::string& b) {
   auto fa = load_safetensors(a), fb = load_safetensors(b);
+  append_listed_state(a, fa);
+  append_listed_state(b, fb);
   double diff = 0, ref = 0;
   for (auto& t : fb.tensors) {
     const Tensor* o = fa.find(t.name);
@@ -65,6 +69,30 @@ double checkpoint_rel_diff(const std::string& a, const std::string& b) {
     }
   }
   return ref > 0 ? diff / ref : diff;
+}
+
+void expect_pytorch_script(const std::string& dir, const std::string& file,
+                           const std::string& body, const std::string& args) {
+  const std::string script = dir + "/check_with_torch.py";
+  std::ofstream(script) << R"(import json, struct, sys
+try:
+    import torch
+except ImportError:
+    sys.exit(77)
+raw = open(sys.argv[1], 'rb').read()
+(n,) = struct.unpack('<Q', raw[:8])
+header = json.loads(raw[8:8 + n])
+meta = header.pop('__metadata__')
+t = {}
+for name, e in header.items():
+    b, end = e['data_offsets']
+    t[name] = torch.frombuffer(bytearray(raw[8 + n + b:8 + n + end]), dtype=torch.float32).reshape(e['shape'])
+)" << body;
+  const std::string cmd = "/usr/bin/python3 " + script + " " + file + " " + args;
+  const int status = std::system(cmd.c_str());
+  if (WIFEXITED(status) && (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 127))
+    FAIL() << "/usr/bin/python3 is missing or cannot import torch (scripts/setup.sh installs it)";
+  EXPECT_EQ(status, 0) << cmd;
 }
 
 nlohmann::json last_json(const std::string& out) {

@@ -27,15 +27,23 @@ CommandResult run_command(const std::string& cmd);
 // Runs `cmd` and expects exit code 2 and exactly one line naming `culprit`.
 void expect_one_line_error(const std::string& cmd, const std::string& culprit);
 
-// max |a - b| / max |b| over every tensor of checkpoint b (its optimizer
-// state too), found by name in a.
 // ||a - b|| / ||b|| over n values.
 double rel_l2(const float* a, const float* b, int64_t n);
 
+// max |a - b| / max |b| over every tensor of checkpoint b (its optimizer
+// state too, from the shard files where it lists them), found by name in a.
 double checkpoint_rel_diff(const std::string& a, const std::string& b);
 
 // The last line of `out` that parses as a JSON object (null if none).
 nlohmann::json last_json(const std::string& out);
+
+// Runs `body` under /usr/bin/python3 with torch imported and, from
+// sys.argv[1], `t` (name -> torch tensor, F32) and `meta` (the metadata):
+// the safetensors file read by the spec, as safetensors.torch.load_file
+// does (Debian has no python3-safetensors). `args` follow the file's path.
+// Fails the test where python3 or torch is missing, or the script fails.
+void expect_pytorch_script(const std::string& dir, const std::string& file,
+                           const std::string& body, const std::string& args = "");
 
 // The message of the cohort::Error that f throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);
