@@ -44,6 +44,16 @@ def held_mb(s):
     return sum(h[k][0] for k in ("parameters", "gradients", "optimizer_state")) / MB
 
 
+def activations_mb(s):
+    """Activations: measured by ZeRO's summary (peak bytes allocated in
+    forward and backward), else cohort's estimate of them."""
+    z = s.get("zero")
+    if z:
+        return max(z["held_bytes_per_rank"]["activations"]) / MB
+    e = s.get("memory_estimate")
+    return e.get("activations_mb") if isinstance(e, dict) else None
+
+
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 skipped = list({(r["table"], r["ranks"], r["stage"]): r for r in rows if "skipped" in r}.values())
 memory, speed = [], {}
@@ -53,11 +63,14 @@ for r in rows:
     n, stage, psi = r["ranks"], r["stage"], r["parameters"]
     if r["table"] == "memory":
         peak = r.get("peak_memory_mb_per_rank", [r["peak_memory_mb"]])
+        if r.get("zero"):  # the peak of training, after set-up (ZeRO resets it)
+            peak = r["zero"]["held_bytes_per_rank"]["training_peak_rss_mb"]
         model = deepspeed_model_bytes(stage, psi, n) / MB
         name = "single" if n == 1 and stage == 0 else NAMES[stage]
         memory.append({"ranks": n, "stage": stage, "strategy": name, "parameters": psi,
                        "peak_rss_mb_per_rank": peak, "held_mb": held_mb(r),
                        "deepspeed_model_mb": model, "estimate_mb": estimate_mb(r),
+                       "activations_mb": activations_mb(r),
                        "peak_over_model": max(peak) / model})
     else:
         steady = r["epoch_images_per_second"][-1] if r.get("epoch_images_per_second") \
@@ -69,23 +82,22 @@ for r in rows:
 with_estimate = any(m["estimate_mb"] is not None for m in memory)
 if memory:
     print("| ranks | strategy | peak RSS MB per rank | held MB (rank 0) | DeepSpeed model MB |"
-          + (" cohort estimate MB |" if with_estimate else "")
-          + " peak / model | held / model |" + (" peak / estimate |" if with_estimate else ""))
-    print("|---|---|---|---|---|" + ("---|" if with_estimate else "") + "---|---|"
-          + ("---|" if with_estimate else ""))
+          " activations MB | model + activations | peak / (model + activations) |"
+          + (" cohort estimate MB | peak / estimate |" if with_estimate else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if with_estimate else ""))
     for m in sorted(memory, key=lambda m: (m["ranks"], m["stage"])):
-        held = m["held_mb"]
+        held, act = m["held_mb"], m["activations_mb"]
+        both = m["deepspeed_model_mb"] + (act or 0)
         cells = [str(m["ranks"]), m["strategy"],
                  " / ".join("%.0f" % v for v in m["peak_rss_mb_per_rank"]),
                  "%.0f" % held if held is not None else "",
-                 "%.0f" % m["deepspeed_model_mb"]]
+                 "%.0f" % m["deepspeed_model_mb"],
+                 "%.0f" % act if act is not None else "",
+                 "%.0f" % both, "%.2f" % (max(m["peak_rss_mb_per_rank"]) / both)]
         est = m["estimate_mb"]
         if with_estimate:
-            cells.append("%.0f" % est if est is not None else "")
-        cells += ["%.2f" % m["peak_over_model"],
-                  "%.2f" % (held / m["deepspeed_model_mb"]) if held is not None else ""]
-        if with_estimate:
-            cells.append("%.2f" % (max(m["peak_rss_mb_per_rank"]) / est) if est else "")
+            cells += ["%.0f" % est if est is not None else "",
+                      "%.2f" % (max(m["peak_rss_mb_per_rank"]) / est) if est else ""]
         print("| " + " | ".join(cells) + " |")
     psi = memory[0]["parameters"]
     print()

@@ -23,8 +23,8 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
   COHORT_INPUT_CHECK(cfg.stage >= 1 && cfg.stage <= 3, "--zero-stage must be 1, 2 or 3, got ",
                      cfg.stage);
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ", cfg.accumulate);
-  auto [begin, end] = optimizer_range();
-  opt_.init_state(end - begin);
+  // The optimizer allocates its shard's state at the first step (or a
+  // resume restores it), after stage 3 has released the other shards.
   if (cfg.stage == 1) {
     buckets_ = std::make_unique<BucketReducer>(comm, model.params().grads().f32(),
                                                model.params().size(), cfg.bucket_mb, true,

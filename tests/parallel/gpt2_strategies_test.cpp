@@ -55,7 +55,7 @@ TEST_P(Gpt2Strategies, MatchTheSingleProcess) {
 INSTANTIATE_TEST_SUITE_P(
     Strategies, Gpt2Strategies,
     ::testing::Values(Case{"dp", "--workers 2 --parallel dp", 8, 1e-5},
-                      Case{"zero2", "--workers 2 --parallel zero --zero-stage 2", 8, 1e-5},
+                      Case{"zero3", "--workers 2 --parallel zero --zero-stage 3", 8, 1e-5},
                       Case{"replicas", "--parallel replicas --replicas 2", 16, 1e-5},
                       Case{"pp", "--parallel pp --stages 2 --micro-batches 2", 16, 1e-5},
                       Case{"pp3", "--parallel pp --stages 3 --micro-batches 4", 16, 1e-5},
