@@ -18,6 +18,15 @@ def deepspeed_model_bytes(stage, psi, n):
             3: 16 * psi / n}[stage]
 
 
+def cohort_layout_bytes(stage, psi, n):
+    """What cohort's f32 layout holds per rank for Adam (no working set):
+    f32 weights 4 Psi (the master copy), f32 gradients 4 Psi, Adam 8 Psi,
+    each sharded from its stage on. DeepSpeed keeps 2-byte copies of the
+    weights and gradients replicated in stages 1 and 2; cohort keeps f32 ones."""
+    return {0: 16 * psi, 1: 8 * psi + 8 * psi / n, 2: 4 * psi + 12 * psi / n,
+            3: 16 * psi / n}[stage]
+
+
 def estimate_mb(s):
     """cohort's own estimate, if the summary carries one ("memory_estimate"):
     a number of MB, or an object with total_mb / total_bytes (a list: per rank,
@@ -71,6 +80,7 @@ for r in rows:
                        "peak_rss_mb_per_rank": peak, "held_mb": held_mb(r),
                        "deepspeed_model_mb": model, "estimate_mb": estimate_mb(r),
                        "activations_mb": activations_mb(r),
+                       "cohort_layout_mb": cohort_layout_bytes(stage, psi, n) / MB,
                        "peak_over_model": max(peak) / model})
     else:
         steady = r["epoch_images_per_second"][-1] if r.get("epoch_images_per_second") \
@@ -83,8 +93,9 @@ with_estimate = any(m["estimate_mb"] is not None for m in memory)
 if memory:
     print("| ranks | strategy | peak RSS MB per rank | held MB (rank 0) | DeepSpeed model MB |"
           " activations MB | model + activations | peak / (model + activations) |"
+          " cohort f32 layout MB | peak / (layout + activations) |"
           + (" cohort estimate MB | peak / estimate |" if with_estimate else ""))
-    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if with_estimate else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if with_estimate else ""))
     for m in sorted(memory, key=lambda m: (m["ranks"], m["stage"])):
         held, act = m["held_mb"], m["activations_mb"]
         both = m["deepspeed_model_mb"] + (act or 0)
@@ -93,7 +104,9 @@ if memory:
                  "%.0f" % held if held is not None else "",
                  "%.0f" % m["deepspeed_model_mb"],
                  "%.0f" % act if act is not None else "",
-                 "%.0f" % both, "%.2f" % (max(m["peak_rss_mb_per_rank"]) / both)]
+                 "%.0f" % both, "%.2f" % (max(m["peak_rss_mb_per_rank"]) / both),
+                 "%.0f" % m["cohort_layout_mb"],
+                 "%.2f" % (max(m["peak_rss_mb_per_rank"]) / (m["cohort_layout_mb"] + (act or 0)))]
         est = m["estimate_mb"]
         if with_estimate:
             cells += ["%.0f" % est if est is not None else "",

@@ -11,6 +11,7 @@
 //     from its forward to its backward.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "nn/model.h"
@@ -59,6 +60,7 @@ class ZeroLayers final : public nn::LayerHooks {
   int64_t bucket_;
   std::vector<nn::Ranges> ranges_;          // per top-level layer
   std::vector<CommQueue::Ticket> ticket_;   // its gather's; 0: not held
+  std::deque<CommQueue::Ticket> reducing_;  // buckets queued, oldest first
   int64_t lo_ = 0, hi_ = 0;                 // the bucket filling
   std::vector<float> scratch_;              // the queue thread's
   double wait_s_ = 0;
