@@ -8,9 +8,8 @@
 #    one rank, --parallel none); stages 1-3 are --parallel zero.
 #  speed: SPEED_MODEL (gpt2-tiny) on 2 ranks, dp, zero1, zero2, zero3 in
 #    turn (A B C D A B C D ...) for ROUNDS rounds; each side's best.
-# A stage the build refuses (exit 2 naming "stage 3", before stage 3 is
-# built) is skipped with a note. Prints the Markdown tables; JSON_OUT has
-# them as JSON, RAW every run's summary. Run on a quiet machine.
+# Prints the Markdown tables; JSON_OUT has them as JSON, RAW every run's
+# summary. Run on a quiet machine. RANKS=" " (a space) skips the memory table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${MODEL:-gpt2} seq=${SEQ:-64} batch=${BATCH:-1} steps=${STEPS:-4}
@@ -27,7 +26,7 @@ trap 'rm -f "$log"' EXIT
 failed=0
 
 # run TABLE RANKS STAGE ROUND SEQ FLAGS...: one `cohort train --seq SEQ`; its
-# summary line, tagged, goes to $raw; a refused stage 3 is noted there and skipped.
+# summary line, tagged, goes to $raw.
 run() {
   local table=$1 n=$2 stage=$3 round=$4 len=$5
   shift 5
@@ -36,9 +35,6 @@ run() {
   "$bin" train --log jsonl --seq "$len" "$@" > "$log" 2>&1 || rc=$?
   if [ "$rc" = 0 ]; then
     grep '"event":"summary"' "$log" | tail -1 | sed "s/^{/{$tag,/" >> "$raw"
-  elif [ "$rc" = 2 ] && grep -q "stage 3" "$log"; then
-    echo "note: $table, $n rank(s), stage 3 skipped: $(tail -1 "$log")" >&2
-    echo "{$tag,\"skipped\":$(tail -1 "$log" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')}" >> "$raw"
   else
     echo "failed ($rc): $table, $n rank(s), stage $stage: $bin train $*" >&2
     tail -5 "$log" >&2
