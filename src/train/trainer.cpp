@@ -112,6 +112,8 @@ struct Totals {
   double images = 0, seconds = 0, data_s = 0;
   StepTimes times;
   int64_t updates = 0, micro = 0;
+  int64_t commits = 0;
+  double commit_s = 0;  // wall time inside commits, every rank's wait included
   EvalResult eval;
 };
 
@@ -242,15 +244,19 @@ std::vector<RngState> gather_rngs(comm::Communicator* comm, Strategy& strategy) 
   return all;
 }
 
-// Commits the run at `at` to --checkpoint-dir (collective), then rank 0
-// keeps the newest kCommitsKept.
-void commit(const TrainConfig& cfg, comm::Communicator* comm, Run& run, RunPosition at) {
+// Commits the run at `at` to --checkpoint-dir (collective; timed into t for
+// the summary), then rank 0 keeps the newest kCommitsKept.
+void commit(const TrainConfig& cfg, comm::Communicator* comm, Run& run, RunPosition at,
+            Totals& t) {
+  Timer timer;
   at.rngs = gather_rngs(comm, *run.strategy);
   TrainConfig to = cfg;
   to.save = commit_path(cfg.checkpoint_dir, at.updates);
   save_run_checkpoint(to, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
                       run.strategy.get(), at, false);
   if (!comm || comm->rank() == 0) prune_commits(cfg.checkpoint_dir, kCommitsKept);
+  ++t.commits;
+  t.commit_s += timer.seconds();
 }
 
 // The epoch line's [loss, correct, images] over all ranks: this rank's `m`
@@ -301,7 +307,7 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
       at.loss_scale = scale_state(strategy);
       at.epoch_samples = start + i * samples_per_step;
       at.epoch_sums = epoch_sums(strategy, m, carried);
-      commit(cfg, comm, run, at);
+      commit(cfg, comm, run, at, t);
     }
     if (cfg.stop_after_steps > 0 && t.micro >= cfg.stop_after_steps) return nullptr;
     const double el = epoch_timer.seconds();
@@ -389,6 +395,10 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
         {"compute", t.times.compute / n},
         {"communication", t.times.comm / n},
         {"data", t.data_s / n}}}};
+  if (cfg.commit_every > 0)
+    summary["commits"] = {{"count", t.commits},
+                          {"seconds", t.commit_s},
+                          {"mean_seconds", t.commit_s / double(std::max<int64_t>(t.commits, 1))}};
   const nlohmann::ordered_json extra = run.strategy->summary();  // collective: every rank
   for (auto& [key, value] : extra.items()) summary[key] = value;
   return summary;
@@ -460,7 +470,7 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
                           run.strategy.get(), done, rank == 0 && epoch == run.start.epoch + 1);
     }
-    if (cfg.commit_every > 0) commit(cfg, comm, run, done);
+    if (cfg.commit_every > 0) commit(cfg, comm, run, done, totals);
   }
   nlohmann::ordered_json summary = summarize(cfg, run, totals, comm);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));
