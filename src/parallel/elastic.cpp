@@ -377,12 +377,18 @@ std::vector<Failure> Supervisor::failures(const Job& job) const {
     if (std::none_of(out.begin(), out.end(), [&](const Failure& f) { return f.rank == r; }))
       out.push_back({r, "stalled (named by the heartbeat)", now_s()});
   if (!out.empty()) return out;
-  // The first ranks to go, while mpirun still ran.
+  // The first ranks to go, while mpirun still ran. mpirun --quiet does not
+  // say how, but exits with 128 + the signal that ended the first rank.
+  const int code = WIFEXITED(job.status) ? WEXITSTATUS(job.status) : 0;
+  const std::string how = code > 128 && code < 128 + NSIG
+                              ? detail::concat("died on signal ", code - 128, " (",
+                                               strsignal(code - 128), ")")
+                              : std::string("died");
   double first = 1e300;
   for (auto& [r, p] : job.ranks)
     if (p.gone_at >= 0) first = std::min(first, p.gone_at);
   for (auto& [r, p] : job.ranks)
-    if (p.gone_at >= 0 && p.gone_at <= first + 0.15) out.push_back({r, "died", p.gone_at});
+    if (p.gone_at >= 0 && p.gone_at <= first + 0.15) out.push_back({r, how, p.gone_at});
   return out;
 }
 

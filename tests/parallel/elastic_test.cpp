@@ -143,7 +143,7 @@ TEST(Elastic, KilledRankIsDroppedAndTheRunFinishes) {
   const int code = job.wait(60);
   const std::string out = job.out();
   ASSERT_EQ(code, 0) << out;
-  EXPECT_NE(out.find("rank 2 (host localhost) died"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 2 (host localhost) died on signal 9 (Killed)"), std::string::npos) << out;
   EXPECT_NE(out.find("restart 1 at 3 ranks (was 4), from epoch 1"), std::string::npos) << out;
   const nlohmann::json s = testing_support::last_json(out);
   ASSERT_TRUE(s.contains("elastic")) << out;
@@ -188,11 +188,41 @@ TEST(Elastic, MaxRestartsZeroGivesUpInOneLine) {
   for (std::string l; std::getline(lines, l);)
     mentions += l.find("cohort: elastic:") != std::string::npos;
   EXPECT_EQ(mentions, 1) << out;
-  EXPECT_NE(out.find("rank 1 (host localhost) died"),
+  EXPECT_NE(out.find("rank 1 (host localhost) died on signal 9 (Killed)"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("--max-restarts 0 reached"), std::string::npos) << out;
   EXPECT_FALSE(job.any_rank_left());
+}
+
+// A discovery script whose hosts change: b leaves (its ranks are dropped),
+// then returns (the job grows back to --max-workers at once).
+TEST(Elastic, DiscoveredHostsLeaveAndReturn) {
+  const fs::path dir = checkpoint_path("discovery").replace_extension("");
+  fs::create_directories(dir);
+  const fs::path hosts = dir / "hosts", script = dir / "discover.sh";
+  std::ofstream(hosts) << "a:2\nb:2\n";
+  std::ofstream(script) << "#!/bin/sh\ncat " << hosts.string() << "\n";
+  fs::permissions(script, fs::perms::owner_all);
+  Background job(elastic_train("--min-workers 2 --max-workers 4 --host-discovery-script " +
+                               script.string() + " --limit 24000 --epochs 4 --timeout 10"),
+                 "discovery");
+  ASSERT_TRUE(job.wait_for("\"world_size\":4", 30)) << job.out();
+  std::ofstream(hosts) << "a:2\n";
+  ASSERT_TRUE(job.wait_for("restart 1 at 2 ranks (was 4)", 20)) << job.out();
+  ASSERT_TRUE(job.wait_for("\"world_size\":2", 20)) << job.out();
+  std::ofstream(hosts) << "a:2\nb:2\n";
+  ASSERT_TRUE(job.wait_for("restart 2 at 4 ranks (was 2)", 20)) << job.out();
+  const int code = job.wait(60);
+  const std::string out = job.out();
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json s = testing_support::last_json(out);
+  ASSERT_EQ(s["elastic"]["restarts"].size(), 2u) << out;
+  EXPECT_EQ(s["elastic"]["restarts"][0]["cause"], "hosts changed");
+  EXPECT_EQ(s["elastic"]["restarts"][1]["cause"], "more slots");
+  EXPECT_EQ(s["world_size"], 4);
+  EXPECT_FALSE(job.any_rank_left());
+  fs::remove_all(dir);
 }
 
 TEST(Elastic, BadFlagsAreOneLine) {
