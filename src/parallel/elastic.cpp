@@ -506,6 +506,8 @@ int Supervisor::run() {
     rec["world"] = world;
     rec["resumed_from_epoch"] = epoch;
     rec["redone_seconds"] = std::round(redone * 100) / 100;
+    // Of the recovery: the loss to the job's end (the rest is the new start).
+    rec["ended_after_seconds"] = std::round((t - failed_at) * 100) / 100;
     restarts_.push_back(rec);
     pending_failure_at_ = failed_at;
     if (world >= c_.min_workers)
