@@ -380,10 +380,11 @@ std::vector<Failure> Supervisor::failures(const Job& job) const {
   // The first ranks to go, while mpirun still ran. mpirun --quiet does not
   // say how, but exits with 128 + the signal that ended the first rank.
   const int code = WIFEXITED(job.status) ? WEXITSTATUS(job.status) : 0;
-  const std::string how = code > 128 && code < 128 + NSIG
-                              ? detail::concat("died on signal ", code - 128, " (",
-                                               strsignal(code - 128), ")")
-                              : std::string("died");
+  // A job whose ranks ended by an error of their own (exit 1, 2: bad input,
+  // a non-finite loss) lost no rank: restarting it would fail alike.
+  if (code <= 128 || code >= 128 + NSIG) return out;
+  const std::string how =
+      detail::concat("died on signal ", code - 128, " (", strsignal(code - 128), ")");
   double first = 1e300;
   for (auto& [r, p] : job.ranks)
     if (p.gone_at >= 0) first = std::min(first, p.gone_at);
