@@ -57,6 +57,22 @@ void check_elastic_flags(const ElasticConfig& c, const std::set<std::string>& gi
                        c.discovery_script, ": not an executable file");
 }
 
+CommitSeen newest_commit(const std::string& dir) {
+  static const std::regex name_re(R"(commit-(\d{12})\.safetensors)");
+  CommitSeen seen;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::smatch m;
+    const std::string name = it->path().filename().string();
+    if (!std::regex_match(name, m, name_re) || std::stoll(m[1]) <= seen.updates) continue;
+    const auto written = fs::last_write_time(it->path(), ec);
+    if (ec) continue;
+    seen.updates = std::stoll(m[1]);
+    seen.age_s = std::chrono::duration<double>(fs::file_time_type::clock::now() - written).count();
+  }
+  return seen;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -160,6 +176,7 @@ class Supervisor {
   std::string checkpoint_;   // the file the job saves to and resumes from
   bool own_checkpoint_ = false;
   bool commits_ = false;     // the job commits to --checkpoint-dir and resumes with auto
+  std::string commit_dir_;
   Job job_;
   double last_discovery_ = -1e9;
   nlohmann::ordered_json restarts_ = nlohmann::ordered_json::array();
@@ -430,7 +447,8 @@ int Supervisor::run() {
   }
   // Where the job commits: the new --checkpoint-dir (resumed with auto), the
   // user's --save, or a file of the supervisor's own.
-  commits_ = std::find(args_.begin(), args_.end(), "--checkpoint-dir") != args_.end();
+  for (size_t i = 0; i + 1 < args_.size(); ++i)
+    if (args_[i] == "--checkpoint-dir") commit_dir_ = args_[i + 1], commits_ = true;
   for (size_t i = 0; i + 1 < args_.size(); ++i)
     if (args_[i] == "--save") checkpoint_ = args_[i + 1];
   if (!commits_ && checkpoint_.empty()) {
@@ -502,19 +520,28 @@ int Supervisor::run() {
       if (!seen.empty()) pool_.update(seen);
     }
     world = std::min(c_.max_workers, pool_.available(t));
-    const double redone = commit >= 0 ? std::max(0.0, failed_at - commit) : 0;
+    double redone = commit >= 0 ? std::max(0.0, failed_at - commit) : 0;
     const int epoch = resumable_epoch();
     rec["world"] = world;
-    rec["resumed_from_epoch"] = epoch;
+    std::string from = detail::concat("epoch ", epoch);
+    if (commits_) {
+      // --resume auto takes the newest commit: redone is the work since it.
+      const CommitSeen last = newest_commit(commit_dir_);
+      rec["resumed_from_update"] = std::max<int64_t>(0, last.updates);
+      from = detail::concat("update ", std::max<int64_t>(0, last.updates));
+      if (last.updates >= 0) redone = std::max(0.0, failed_at - (now_s() - last.age_s));
+    } else {
+      rec["resumed_from_epoch"] = epoch;
+    }
     rec["redone_seconds"] = std::round(redone * 100) / 100;
     // Of the recovery: the loss to the job's end (the rest is the new start).
     rec["ended_after_seconds"] = std::round((t - failed_at) * 100) / 100;
     restarts_.push_back(rec);
     pending_failure_at_ = failed_at;
     if (world >= c_.min_workers)
-      std::fprintf(stderr, "cohort elastic: %s; restart %zu at %d ranks (was %d), from epoch %d, "
+      std::fprintf(stderr, "cohort elastic: %s; restart %zu at %d ranks (was %d), from %s, "
                    "redoing %.1f s of training\n", what.c_str(), restarts_.size(), world,
-                   rec["world_before"].get<int>(), epoch, redone);
+                   rec["world_before"].get<int>(), from.c_str(), redone);
   }
   if (own_checkpoint_) fs::remove_all(fs::path(checkpoint_).parent_path());
   return code;

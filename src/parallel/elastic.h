@@ -9,6 +9,7 @@
 // twice cool down (Horovod's blacklist), and a discovery script that reports
 // more slots grows the job back at a restart.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <set>
 #include <string>
@@ -31,6 +32,15 @@ struct ElasticConfig {
   // reads checkpoints; parallel/ does not depend on it).
   std::function<int(const std::string&)> checkpoint_epoch;
 };
+
+// The newest commit in a --checkpoint-dir (train/commits.h names them
+// commit-<updates, 12 digits>.safetensors): its updates (-1: none) and how
+// many seconds ago it was written.
+struct CommitSeen {
+  int64_t updates = -1;
+  double age_s = 0;
+};
+CommitSeen newest_commit(const std::string& dir);
 
 // Checks the elastic flags before anything starts: InputError naming the
 // flag. `given`: the train flags on the command line (--elastic among them

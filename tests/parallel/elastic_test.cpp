@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "parallel/elastic.h"
 #include "support/support.h"
 
 namespace cohort {
@@ -134,7 +135,7 @@ fs::path checkpoint_path(const std::string& name) {
   return p;
 }
 
-TEST(Elastic, KilledRankIsDroppedAndTheRunFinishes) {
+TEST(ElasticSupervisor, KilledRankIsDroppedAndTheRunFinishes) {
   const fs::path ck = checkpoint_path("kill");
   Background job(elastic_train("--min-workers 2 --max-workers 4 --workers 4 --limit 12000 "
                                "--epochs 4 --timeout 10 --save " + ck.string()),
@@ -158,7 +159,7 @@ TEST(Elastic, KilledRankIsDroppedAndTheRunFinishes) {
   fs::remove(ck);
 }
 
-TEST(Elastic, StoppedRankIsFoundWithinTheTimeout) {
+TEST(ElasticSupervisor, StoppedRankIsFoundWithinTheTimeout) {
   Background job(elastic_train("--min-workers 2 --max-workers 3 --workers 3 --limit 9000 "
                                "--epochs 3 --timeout 4"),
                  "stop");
@@ -175,7 +176,7 @@ TEST(Elastic, StoppedRankIsFoundWithinTheTimeout) {
   EXPECT_FALSE(job.any_rank_left());
 }
 
-TEST(Elastic, MaxRestartsZeroGivesUpInOneLine) {
+TEST(ElasticSupervisor, MaxRestartsZeroGivesUpInOneLine) {
   Background job(elastic_train("--min-workers 1 --max-workers 2 --workers 2 --limit 24000 "
                                "--epochs 2 --max-restarts 0"),
                  "giveup");
@@ -197,7 +198,7 @@ TEST(Elastic, MaxRestartsZeroGivesUpInOneLine) {
 
 // A discovery script whose hosts change: b leaves (its ranks are dropped),
 // then returns (the job grows back to --max-workers at once).
-TEST(Elastic, DiscoveredHostsLeaveAndReturn) {
+TEST(ElasticSupervisor, DiscoveredHostsLeaveAndReturn) {
   const fs::path dir = checkpoint_path("discovery").replace_extension("");
   fs::create_directories(dir);
   const fs::path hosts = dir / "hosts", script = dir / "discover.sh";
@@ -225,7 +226,24 @@ TEST(Elastic, DiscoveredHostsLeaveAndReturn) {
   fs::remove_all(dir);
 }
 
-TEST(Elastic, BadFlagsAreOneLine) {
+// The commit a restart resumes from (--resume auto's): the highest-numbered
+// commit file; shards and temp files beside it are not commits.
+TEST(ElasticSupervisor, NewestCommitIsTheHighestNumbered) {
+  const fs::path dir = checkpoint_path("commits").replace_extension("");
+  fs::create_directories(dir);
+  EXPECT_EQ(newest_commit(dir.string()).updates, -1);
+  for (const char* name : {"commit-000000000004.safetensors", "commit-000000000012.safetensors",
+                           "commit-000000000040.safetensors.optim-g1-0-of-2.safetensors",
+                           "commit-000000000040.safetensors.tmp", "notes.txt"})
+    std::ofstream(dir / name) << "x";
+  const CommitSeen seen = newest_commit(dir.string());
+  EXPECT_EQ(seen.updates, 12);
+  EXPECT_GE(seen.age_s, 0);
+  EXPECT_LT(seen.age_s, 30);
+  fs::remove_all(dir);
+}
+
+TEST(ElasticSupervisor, BadFlagsAreOneLine) {
   using testing_support::expect_one_line_error;
   const std::string t = std::string(COHORT_BIN) + " train --data synthetic --limit 64 ";
   expect_one_line_error(t + "--elastic --min-workers 3 --max-workers 2", "--min-workers 3");
