@@ -142,8 +142,8 @@ struct Job {
   int out_fd = -1, err_fd = -1;
   std::string out_buf, err_buf;
   std::map<int, RankProc> ranks;
-  double started = 0, training_at = -1, committed_at = -1;
-  int epochs_logged = -1;
+  double training_at = -1;   // its start event: training again
+  double committed_at = -1;  // its last epoch (or commit) event
   std::string summary;  // the job's summary line (jsonl)
   int signal_rank = -1, signal_no = 0;  // mpirun: "process rank R ... exited on signal S"
   std::vector<int> named_stalled;       // the heartbeat or the arrival check named them
@@ -245,7 +245,7 @@ void Supervisor::start_job(int world) {
   setpgid(pid, pid);
   close(out[1]), close(err[1]);
   fcntl(out[0], F_SETFL, O_NONBLOCK), fcntl(err[0], F_SETFL, O_NONBLOCK);
-  job_.pid = pid, job_.out_fd = out[0], job_.err_fd = err[0], job_.started = now_s();
+  job_.pid = pid, job_.out_fd = out[0], job_.err_fd = err[0];
 }
 
 void Supervisor::handle_line(Job& job, const std::string& line, bool err) {
@@ -272,7 +272,7 @@ void Supervisor::handle_line(Job& job, const std::string& line, bool err) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
     const std::string event = j.is_object() ? j.value("event", "") : "";
     if (event == "start" && job.training_at < 0) job.training_at = t;
-    if (event == "epoch") job.committed_at = t, job.epochs_logged = j.value("epoch", 0);
+    if (event == "epoch") job.committed_at = t;
     if (event == "commit") job.committed_at = t;
     if (event == "summary") job.summary = line, hold = true;
   } else if (line.rfind("cohort train: model", 0) == 0 && job.training_at < 0) {
