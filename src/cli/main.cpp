@@ -75,7 +75,18 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--load", c.load, "start a new run from a checkpoint's weights (any optimizer)");
   app.add_option("--resume", c.resume,
                  "continue a --save'd run: weights, optimizer state, lr schedule, next epoch "
-                 "(--epochs is the whole run's)");
+                 "(--epochs is the whole run's); auto: the newest commit in --checkpoint-dir, "
+                 "or a fresh run where there is none");
+  app.add_option("--commit-every", c.commit_every,
+                 "commit the run's whole state every K optimizer updates and at every epoch end, "
+                 "for --resume auto (0: off)");
+  app.add_option("--checkpoint-dir", c.checkpoint_dir,
+                 "where commits go (the newest 2 are kept)");
+  app.add_option("--global-batch", c.global_batch,
+                 "hold the global batch at G at any number of ranks: --batch becomes G / ranks "
+                 "(/ --accumulate), which must divide");
+  app.add_option("--stop-after-steps", c.stop_after_steps)
+      ->group("");  // testing: stop cleanly after N steps, as if killed after a commit
   app.add_option("--parallel", c.parallel, "strategy: " + c.strategies->names() + c.strategies->help());
   c.strategies->add_flags(app);
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");

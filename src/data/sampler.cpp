@@ -27,15 +27,18 @@ Sampler::Sampler(int64_t dataset_size, int rank, int world, int repeat, uint64_t
   per_rank_ = total_ / world;
 }
 
-std::vector<int64_t> Sampler::epoch_indices(int epoch) const {
+std::vector<int64_t> Sampler::epoch_indices(int epoch, int64_t start) const {
+  COHORT_INPUT_CHECK(start >= 0 && start <= total_, "sampler: epoch position ", start,
+                     " is outside [0, ", total_, "]");
   std::vector<int64_t> all(static_cast<size_t>(total_));
   for (int64_t i = 0; i < total_; ++i) all[size_t(i)] = i % dataset_size_;
   if (shuffle_) {
     Rng rng(seed_ + uint64_t(int64_t(epoch)));
     rng.shuffle(all);
   }
-  std::vector<int64_t> mine(static_cast<size_t>(per_rank_));
-  for (int64_t i = 0; i < per_rank_; ++i) mine[size_t(i)] = all[size_t(i * world_ + rank_)];
+  const int64_t per = (total_ - start) / world_;  // per_rank_ at start 0
+  std::vector<int64_t> mine(static_cast<size_t>(per));
+  for (int64_t i = 0; i < per; ++i) mine[size_t(i)] = all[size_t(start + i * world_ + rank_)];
   return mine;
 }
 

@@ -1,5 +1,9 @@
 // Deterministic epoch orderings for data-parallel training: every rank computes
 // the same global permutation and takes every world-th entry from its rank on.
+// So step s of an epoch at per-rank batch b takes, over all W ranks together,
+// exactly permutation[s*G, (s+1)*G) (G = W*b): the position within an epoch is
+// a count of global samples, and a run resumed at another world size with the
+// same G continues from it (`start`) with every sample taken once per epoch.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -15,8 +19,11 @@ class Sampler {
 
   // This rank's indices into the base dataset for `epoch`: the logical dataset
   // shuffled with Rng(seed + epoch) (identically on all ranks), truncated to
-  // (total / world) * world, then shard [rank*per, (rank+1)*per).
-  std::vector<int64_t> epoch_indices(int epoch) const;
+  // (total / world) * world, then every world-th entry from rank on.
+  // `start`: the global samples of the epoch already consumed (a resumed
+  // run): the entries from permutation[start] on, truncated to a multiple of
+  // world, strided alike. InputError if start is outside [0, total].
+  std::vector<int64_t> epoch_indices(int epoch, int64_t start = 0) const;
 
   int64_t size() const { return per_rank_; }  // indices per rank per epoch
   int64_t total() const { return total_; }    // dataset_size * repeat

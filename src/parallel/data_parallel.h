@@ -74,6 +74,7 @@ class DataParallel final : public Strategy {
   // overflow without a vote; the loss scale is reported as the single process's.
   nlohmann::ordered_json summary() override { return local_.summary(); }
   LossScaler* loss_scaler() override { return local_.loss_scaler(); }
+  Rng* dropout_rng() override { return local_.dropout_rng(); }
   int rank() const override { return comm_.rank(); }
   int world() const override { return comm_.size(); }
   // `batch` is this rank's micro-batch; every `accumulate` calls make one step.

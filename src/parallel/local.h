@@ -39,6 +39,7 @@ class LocalStep final : public Strategy {
 
   nn::Model& model() { return model_; }
   Rng& rng() { return rng_; }
+  Rng* dropout_rng() override { return &rng_; }
 
  private:
   nn::Model& model_;

@@ -53,6 +53,7 @@ class ParameterServer final : public Strategy {
                        : std::pair<int64_t, int64_t>{shard_begin(server_), shard_end(server_)};
   }
   nlohmann::ordered_json summary() override;
+  Rng* dropout_rng() override { return &local_.rng(); }
 
  private:
   StepResult work(const Batch& batch, float lr, StepTimes& times);

@@ -61,6 +61,7 @@ class Pipeline final : public Strategy {
   }
   LossScaler* loss_scaler() override { return scaler_.enabled() ? &scaler_ : nullptr; }
   nlohmann::ordered_json summary() override;
+  Rng* dropout_rng() override { return &rng_; }
 
  private:
   struct Slot;

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "core/rng.h"
 #include "data/batch.h"
 #include "optim/loss_scale.h"
 
@@ -59,6 +60,8 @@ class Strategy {
   // The fp16 loss scaler whose state checkpoints carry (every rank's decides
   // alike, so rank 0's is saved and every rank restores it); null otherwise.
   virtual LossScaler* loss_scaler() { return nullptr; }
+  // This rank's dropout generator, whose state commits carry (null: none).
+  virtual Rng* dropout_rng() { return nullptr; }
 };
 
 }  // namespace cohort

@@ -55,6 +55,7 @@ class Zero final : public Strategy {
   void gather_params(int root) override;
   void release_params() override;
   LossScaler* loss_scaler() override { return local_.loss_scaler(); }
+  Rng* dropout_rng() override { return local_.dropout_rng(); }
   // {"zero": bytes held per rank beside DeepSpeed's model} and the loss scale.
   nlohmann::ordered_json summary() override;
 

@@ -32,7 +32,9 @@ std::string TrainConfig::describe() const {
      << total_steps << "\n--min-lr " << min_lr << "\n--clip " << clip_norm
      << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval "
      << eval << "\n--parallel " << parallel << "\n--accumulate " << accumulate << "\n--timeout "
-     << timeout << "\n--memory-check " << memory_check << "\n--config " << config << "\n--load " << load << "\n--resume " << resume << "\n--save " << save << "\n"
+     << timeout << "\n--memory-check " << memory_check << "\n--config " << config << "\n--load " << load << "\n--resume " << resume << "\n--save " << save
+     << "\n--commit-every " << commit_every << "\n--checkpoint-dir " << checkpoint_dir
+     << "\n--global-batch " << global_batch << "\n--stop-after-steps " << stop_after_steps << "\n"
      << precision.describe() << strategies->describe();
   return os.str();
 }

@@ -39,7 +39,14 @@ struct TrainConfig {
   int64_t test_limit = 0;  // evaluate on the first N test images or windows (0: all)
   std::string log = "human";  // human | jsonl
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
-  std::string save, load, resume;  // train/resume.h
+  std::string save, load, resume;  // train/resume.h ("auto": the newest commit)
+  // Elastic runs (train/commits.h): commit every K optimizer updates and at
+  // every epoch end (0: off) to this folder; --global-batch G holds the
+  // global batch at G whatever the world (per-rank batch G / ranks).
+  int64_t commit_every = 0;
+  std::string checkpoint_dir = "/dev/shm/cohort-commits";
+  int64_t global_batch = 0;
+  int64_t stop_after_steps = 0;  // testing: return after N steps of this process (0: off)
   PrecisionFlags precision;  // --precision, --grad-dtype, loss scaling
   std::string config;                     // --config: the DeepSpeed file read ("" : none)
   std::vector<std::string> config_notes;  // what its keys only noted, for the summary

@@ -7,7 +7,9 @@
 #include <charconv>
 #include <cstdio>
 #include <exception>
+#include <cstring>
 #include <map>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -39,6 +41,51 @@ int64_t read_count(const SafetensorsFile& file, const std::string& path, const s
     throw InputError("checkpoint " + path + ": metadata '" + key +
                      "' is not a non-negative integer");
   return v;
+}
+
+// The hex words of an RngState, or InputError naming the key.
+RngState parse_rng(const std::string& text, const std::string& path, const std::string& key) {
+  RngState st{};
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  for (size_t i = 0; i < st.size(); ++i) {
+    if (i > 0 && p < end && *p == ' ') ++p;
+    auto [next, ec] = std::from_chars(p, end, st[i], 16);
+    if (ec != std::errc())
+      throw InputError("checkpoint " + path + ": metadata '" + key + "' is not 4 hex words");
+    p = next;
+  }
+  if (p != end) throw InputError("checkpoint " + path + ": metadata '" + key + "' is not 4 hex words");
+  return st;
+}
+
+std::string rng_text(const RngState& st) {
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%llx %llx %llx %llx", (unsigned long long)st[0],
+                (unsigned long long)st[1], (unsigned long long)st[2], (unsigned long long)st[3]);
+  return buf;
+}
+
+// A commit's position within its epoch and its dropout generators, where the
+// file holds them (epoch-end saves have no position within the epoch).
+void read_position_within_epoch(const SafetensorsFile& file, const std::string& path,
+                                RunPosition& at) {
+  if (file.metadata.count("epoch.samples")) {
+    at.epoch_samples = read_count(file, path, "epoch.samples");
+    const std::string& sums = file.metadata.at("epoch.sums");
+    if (std::sscanf(sums.c_str(), "%lf %lf %lf", &at.epoch_sums[0], &at.epoch_sums[1],
+                    &at.epoch_sums[2]) != 3)
+      throw InputError("checkpoint " + path + ": metadata 'epoch.sums' is not 3 numbers");
+  }
+  if (!file.metadata.count("rng.world")) return;
+  const int64_t world = read_count(file, path, "rng.world");
+  for (int64_t r = 0; r < world; ++r) {
+    const std::string key = "rng." + std::to_string(r);
+    auto it = file.metadata.find(key);
+    if (it == file.metadata.end())
+      throw InputError("checkpoint " + path + " has no '" + key + "' metadata");
+    at.rngs.push_back(parse_rng(it->second, path, key));
+  }
 }
 
 // The optimizer's part of a --resume, validated against the file: the file
@@ -157,6 +204,20 @@ std::vector<NamedTensor> gather_state(comm::Communicator* comm, Optimizer& opt,
 
 }  // namespace
 
+// Rng is its four words of state and nothing else (trivially copyable), so
+// its bytes are the state; checked here rather than widening its interface.
+static_assert(std::is_trivially_copyable_v<Rng> && sizeof(Rng) == sizeof(RngState));
+
+RngState rng_state(const Rng& rng) {
+  RngState s;
+  std::memcpy(s.data(), &rng, sizeof s);
+  return s;
+}
+
+void set_rng_state(Rng& rng, const RngState& state) {
+  std::memcpy(static_cast<void*>(&rng), state.data(), sizeof state);
+}
+
 RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt,
                                ArenaRange range, bool print) {
   if (!cfg.load.empty()) {
@@ -177,6 +238,7 @@ RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimiz
   at.epoch = int(epoch);
   if (auto it = file.metadata.find("loss_scale"); it != file.metadata.end())
     at.loss_scale = it->second;
+  read_position_within_epoch(file, path, at);
   const int64_t n = model.num_params();
   const OptimizerLoad state = plan_optimizer_load(file, cfg, opt, n, range, print);
   // Everything is validated: only now modify the model and the optimizer.
@@ -207,6 +269,18 @@ std::map<std::string, std::string> run_metadata(const TrainConfig& cfg, const Op
                                              {"parallel", cfg.parallel},
                                              {"optimizer", opt.name()}};
   if (!done.loss_scale.empty()) meta["loss_scale"] = done.loss_scale;
+  if (done.epoch_samples > 0) {
+    meta["epoch.samples"] = std::to_string(done.epoch_samples);
+    char sums[96];
+    std::snprintf(sums, sizeof sums, "%.17g %.17g %.17g", done.epoch_sums[0], done.epoch_sums[1],
+                  done.epoch_sums[2]);
+    meta["epoch.sums"] = sums;
+  }
+  if (!done.rngs.empty()) {
+    meta["rng.world"] = std::to_string(done.rngs.size());
+    for (size_t r = 0; r < done.rngs.size(); ++r)
+      meta["rng." + std::to_string(r)] = rng_text(done.rngs[r]);
+  }
   return meta;
 }
 

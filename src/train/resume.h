@@ -12,6 +12,12 @@
 //   loss_scale                  fp16 runs: the loss scaler's state, so a
 //                               resumed run scales and skips as before
 //   optimizer.shards            sharded saves: the shard files (below)
+//   epoch.samples               commits within an epoch (--commit-every): the
+//                               global samples of epoch+1 already consumed
+//                               (data/sampler.h), and epoch.sums the epoch
+//                               line's loss, correct and image sums so far
+//   rng.world, rng.<r>          every rank's dropout generator (RngState,
+//                               hex), so a resumed run draws the same masks
 // Where ranks own ranges of the state (Strategy::optimizer_range), two layouts:
 //  - Each rank its own range, together tiling the arena (ZeRO; mp and pp
 //    without replicas): no rank gathers the state. F holds the weights,
@@ -38,11 +44,14 @@
 //    holds weights and position only, and says so.
 // Either layout resumes under any strategy, and files of either are read.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/communicator.h"
+#include "core/rng.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
 #include "parallel/strategy.h"
@@ -50,11 +59,20 @@
 
 namespace cohort {
 
+// A dropout generator's whole state (Rng's four words), so a resumed run
+// continues the same stream.
+using RngState = std::array<uint64_t, 4>;
+RngState rng_state(const Rng& rng);
+void set_rng_state(Rng& rng, const RngState& state);
+
 // Where a run stands at the end of an epoch, or where a resumed one starts.
 struct RunPosition {
   int epoch = 0;        // epochs finished; the next epoch's sampler index
   int64_t updates = 0;  // optimizer updates done; the schedule's next step
   std::string loss_scale;  // fp16 runs: the loss scaler's state (LossScaler::state)
+  int64_t epoch_samples = 0;  // global samples of epoch+1 consumed (a commit within it)
+  std::array<double, 3> epoch_sums{};  // the epoch line's [loss, correct, images] so far
+  std::vector<RngState> rngs;  // each rank's dropout generator, in rank order (empty: none)
 };
 
 // The range [begin, end) of the parameter arena one rank's optimizer updates

@@ -6,7 +6,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 
 #include "core/atomic_file.h"
 #include "core/clock.h"
@@ -22,6 +24,7 @@
 #include "optim/schedule.h"
 #include "parallel/start.h"
 #include "train/checkpoint.h"
+#include "train/commits.h"
 #include "train/evaluate.h"
 #include "train/memory_plan.h"
 #include "train/report.h"
@@ -41,7 +44,27 @@ std::vector<std::string> class_names(const std::string& dataset) {
   return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
 }
 
-void check_config(const TrainConfig& c, int world) {
+// --global-batch G: a copy whose per-rank --batch is G / (world x --accumulate);
+// InputError where that does not divide.
+TrainConfig with_global_batch(const TrainConfig& cfg, int world) {
+  TrainConfig c = cfg;
+  COHORT_INPUT_CHECK(c.global_batch >= 0, "--global-batch must be 0 (off) or more, got ",
+                     c.global_batch);
+  if (c.global_batch == 0) return c;
+  const int64_t parts = int64_t(world) * std::max(1, c.accumulate);
+  COHORT_INPUT_CHECK(c.global_batch % parts == 0, "--global-batch ", c.global_batch,
+                     " does not divide over ", world, " ranks x --accumulate ", c.accumulate,
+                     "; give a multiple of ", parts);
+  c.batch = c.global_batch / parts;
+  return c;
+}
+
+void check_config(const TrainConfig& given, int world) {
+  const TrainConfig c = with_global_batch(given, world);
+  COHORT_INPUT_CHECK(c.commit_every >= 0, "--commit-every must be 0 (off) or more, got ",
+                     c.commit_every);
+  COHORT_INPUT_CHECK(c.stop_after_steps >= 0, "--stop-after-steps must be 0 (off) or more, got ",
+                     c.stop_after_steps);
   COHORT_INPUT_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
   COHORT_INPUT_CHECK(c.batch >= 1, "--batch must be at least 1, got ", c.batch);
   COHORT_INPUT_CHECK(c.lr > 0, "--lr must be positive, got ", c.lr);
@@ -89,6 +112,8 @@ struct Totals {
   double images = 0, seconds = 0, data_s = 0;
   StepTimes times;
   int64_t updates = 0, micro = 0;
+  int64_t commits = 0;
+  double commit_s = 0;  // wall time inside commits, every rank's wait included
   EvalResult eval;
 };
 
@@ -159,11 +184,22 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   LossScaler* scaler = run.strategy->loss_scaler();
   if (scaler && !run.start.loss_scale.empty())
     scaler->restore(run.start.loss_scale, "checkpoint " + cfg.resume);
+  // The dropout generators continue their streams: each rank its own where
+  // the world is the same; at another world rank r takes rank r mod W's
+  // (a continued stream, but no uninterrupted run drew those masks).
+  if (Rng* rng = run.strategy->dropout_rng(); rng && !run.start.rngs.empty()) {
+    const size_t r = size_t(comm ? comm->rank() : 0);
+    set_rng_state(*rng, run.start.rngs[r % run.start.rngs.size()]);
+  }
   const Strategy& s = *run.strategy;
   run.sampler = std::make_unique<Sampler>(run.data.train.size(), s.data_rank(), s.data_world(),
                                           cfg.repeat, cfg.seed, true);
   run.schedule = plan_schedule(cfg, *run.sampler);
   run.global_batch = cfg.batch * s.data_world() * cfg.accumulate;
+  COHORT_INPUT_CHECK(cfg.global_batch == 0 || run.global_batch == cfg.global_batch,
+                     "--global-batch ", cfg.global_batch, ": --parallel ", cfg.parallel,
+                     " feeds data to ", s.data_world(), " of its ", s.world(),
+                     " ranks; --global-batch needs every rank to take data (dp, zero)");
   return run;
 }
 
@@ -188,13 +224,64 @@ EvalResult evaluate_all(Run& run, int64_t batch) {
   return EvalResult::from_sums(v);
 }
 
-// One epoch of steps; returns its line's start (train loss and accuracy).
+// The fp16 loss scaler's state for a checkpoint ("" when none).
+std::string scale_state(Strategy& s) {
+  const LossScaler* scaler = s.loss_scaler();
+  return scaler ? scaler->state() : "";
+}
+
+// Every rank's dropout generator state, in rank order (collective; empty
+// where rank 0's strategy has none).
+std::vector<RngState> gather_rngs(comm::Communicator* comm, Strategy& strategy) {
+  const Rng* mine = strategy.dropout_rng();
+  const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  int64_t has = mine ? 1 : 0;
+  if (comm) comm->broadcast(&has, sizeof has, 0);
+  if (!has) return {};
+  std::vector<RngState> all(size_t(world), RngState{});
+  if (mine) all[size_t(rank)] = rng_state(*mine);
+  for (int r = 0; comm && r < world; ++r) comm->broadcast(all[size_t(r)].data(), sizeof(RngState), r);
+  return all;
+}
+
+// Commits the run at `at` to --checkpoint-dir (collective; timed into t for
+// the summary), then rank 0 keeps the newest kCommitsKept.
+void commit(const TrainConfig& cfg, comm::Communicator* comm, Run& run, RunPosition at,
+            Totals& t) {
+  Timer timer;
+  at.rngs = gather_rngs(comm, *run.strategy);
+  TrainConfig to = cfg;
+  to.save = commit_path(cfg.checkpoint_dir, at.updates);
+  save_run_checkpoint(to, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
+                      run.strategy.get(), at, false);
+  if (!comm || comm->rank() == 0) prune_commits(cfg.checkpoint_dir, kCommitsKept);
+  ++t.commits;
+  t.commit_s += timer.seconds();
+}
+
+// The epoch line's [loss, correct, images] over all ranks: this rank's `m`
+// summed (collective) plus what a resumed run carried in.
+std::array<double, 3> epoch_sums(Strategy& strategy, const double* m,
+                                 const std::array<double, 3>& carried) {
+  std::array<double, 3> v = {m[0], m[1], m[2]};
+  strategy.sum(v.data(), 3);
+  for (size_t k = 0; k < 3; ++k) v[k] = v[k] / strategy.metric_replicas() + carried[k];
+  return v;
+}
+
+// One epoch of steps, from global sample `start` of its permutation (a
+// resumed commit's position; `carried` its line's sums so far); returns its
+// line's start (train loss and accuracy), or null where --stop-after-steps
+// stopped it.
 nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* comm, Run& run,
-                                 int epoch, Totals& t, Report& report) {
+                                 int epoch, Totals& t, Report& report, int64_t start,
+                                 const std::array<double, 3>& carried) {
   Strategy& strategy = *run.strategy;
-  Prefetcher prefetch(run.data.train, run.sampler->epoch_indices(epoch - 1), cfg.batch, false);
+  Prefetcher prefetch(run.data.train, run.sampler->epoch_indices(epoch - 1, start), cfg.batch,
+                      false);
   Timer epoch_timer;
   double m[3] = {0, 0, 0};  // [loss_sum, correct, images] on this rank, summed over ranks below
+  const int64_t samples_per_step = cfg.batch * strategy.data_world();
   Batch batch;
   for (int64_t i = 1;; ++i) {
     Timer wait;
@@ -206,24 +293,41 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
       throw Error(detail::concat("step ", t.micro + 1, " (epoch ", epoch, "): the loss is ",
                                  r.loss_sum, "; training diverged and stopped",
                                  cfg.save.empty() ? "" : ", " + cfg.save + " kept as it was"));
-    if (++t.micro % cfg.accumulate == 0) ++t.updates;
+    const bool updated = ++t.micro % cfg.accumulate == 0;
+    if (updated) ++t.updates;
     m[0] += r.loss_sum;
     m[1] += r.correct;
     m[2] += double(r.images);
+    // Within the epoch only: its last step's commit is the epoch end's, after evaluation.
+    if (cfg.commit_every > 0 && updated && t.updates % cfg.commit_every == 0 &&
+        i < prefetch.num_batches()) {
+      RunPosition at;
+      at.epoch = epoch - 1;
+      at.updates = t.updates;
+      at.loss_scale = scale_state(strategy);
+      at.epoch_samples = start + i * samples_per_step;
+      at.epoch_sums = epoch_sums(strategy, m, carried);
+      commit(cfg, comm, run, at, t);
+    }
+    if (cfg.stop_after_steps > 0 && t.micro >= cfg.stop_after_steps) return nullptr;
     const double el = epoch_timer.seconds();
     report.progress(epoch, i, prefetch.num_batches(), m[0] / m[2],
                     m[2] * strategy.data_world() / el,
                     el / double(i) * double(prefetch.num_batches() - i));
   }
   const double secs = epoch_timer.seconds();
-  strategy.sum(m, 3);
-  for (double& v : m) v /= strategy.metric_replicas();
+  const std::array<double, 3> all = epoch_sums(strategy, m, carried);
+  std::copy(all.begin(), all.end(), m);
   strategy.sync_model();
+  const double images = m[2] - carried[2];  // this process's part of the epoch
   t.epoch_seconds.push_back(secs);
-  t.epoch_ips.push_back(m[2] / secs);
-  t.images += m[2];
+  t.epoch_ips.push_back(images / secs);
+  t.images += images;
   t.seconds += secs;
-  return {{"epoch", epoch}, {"train_loss", m[0] / m[2]}, {"train_accuracy", m[1] / m[2]}};
+  return {{"epoch", epoch},
+          {"train_loss", m[0] / m[2]},
+          {"train_accuracy", m[1] / m[2]},
+          {"images", int64_t(m[2])}};
 }
 
 // A weight that is NaN or infinite stops the run before it can be saved.
@@ -241,12 +345,6 @@ void add_token_figures(const nn::Model& model, nlohmann::ordered_json& line) {
   line["train_perplexity"] = std::exp(line["train_loss"].get<double>());
   if (line.contains("test_loss")) line["test_perplexity"] = std::exp(line["test_loss"].get<double>());
   line["tokens_per_second"] = line["images_per_second"].get<double>() * double(model.input_shape()[0]);
-}
-
-// The fp16 loss scaler's state for a checkpoint ("" when none).
-std::string scale_state(Strategy& s) {
-  const LossScaler* scaler = s.loss_scaler();
-  return scaler ? scaler->state() : "";
 }
 
 // The estimate per rank by part (MiB, as peak_memory_mb), and what it was checked against.
@@ -297,16 +395,39 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
         {"compute", t.times.compute / n},
         {"communication", t.times.comm / n},
         {"data", t.data_s / n}}}};
+  if (cfg.commit_every > 0)
+    summary["commits"] = {{"count", t.commits},
+                          {"seconds", t.commit_s},
+                          {"mean_seconds", t.commit_s / double(std::max<int64_t>(t.commits, 1))}};
   const nlohmann::ordered_json extra = run.strategy->summary();  // collective: every rank
   for (auto& [key, value] : extra.items()) summary[key] = value;
   return summary;
 }
 
+
+// --resume auto and --commit-every: the commit folder made ready, the commit
+// to resume chosen (every rank alike), and a fresh run's leftovers removed.
+void prepare_commits(TrainConfig& cfg, comm::Communicator* comm) {
+  const bool root = !comm || comm->rank() == 0;
+  const bool resume_auto = cfg.resume == "auto";
+  if (!resume_auto && cfg.commit_every == 0) return;
+  prepare_commit_dir(cfg.checkpoint_dir);
+  if (resume_auto) cfg.resume = resolve_resume_auto(cfg.checkpoint_dir, comm);
+  // A new run starts the folder's commits afresh, so --resume auto never
+  // picks another run's newer one (--resume F continues a run: kept).
+  if (!resume_auto && cfg.resume.empty() && root)
+    if (const int n = remove_commits(cfg.checkpoint_dir); n > 0)
+      std::fprintf(stderr, "cohort: note: --checkpoint-dir %s: removed %d commits of an earlier run\n",
+                   cfg.checkpoint_dir.c_str(), n);
+}
+
 }  // namespace
 
-nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
-  check_config(cfg, comm ? comm->size() : 1);
+nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm) {
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  check_config(given, world);
+  TrainConfig cfg = with_global_batch(given, world);
+  prepare_commits(cfg, comm);
   Report report(cfg.log, rank == 0);
   // 0: this machine's CPUs shared by the ranks on it (2 ranks x 2 threads on 2
   // vCPUs ran mnist-small 15x slower than 2 x 1: each waits on a descheduled twin).
@@ -322,7 +443,12 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
   Totals totals;
   totals.updates = run.start.updates;
   for (int epoch = run.start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
-    nlohmann::ordered_json line = run_epoch(cfg, comm, run, epoch, totals, report);
+    const bool resumed_within = epoch == run.start.epoch + 1;
+    nlohmann::ordered_json line =
+        run_epoch(cfg, comm, run, epoch, totals, report,
+                  resumed_within ? run.start.epoch_samples : 0,
+                  resumed_within ? run.start.epoch_sums : std::array<double, 3>{});
+    if (line.is_null()) return {{"stopped_after_steps", cfg.stop_after_steps}};
     if (cfg.eval == "epoch" || (cfg.eval == "last" && epoch == cfg.epochs)) {
       totals.eval = evaluate_all(run, cfg.batch);
       line["test_loss"] = totals.eval.loss;
@@ -335,10 +461,16 @@ nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm) {
     // Each rank checks the weights it holds (ZeRO-3: its shard; the rest reads
     // as zeros), so every bad value is found before the save.
     check_weights(cfg, run, epoch);
-    if (!cfg.save.empty())  // collective: each rank's shard of the state, or rank 0 gathers it
+    RunPosition done;
+    done.epoch = epoch;
+    done.updates = totals.updates;
+    done.loss_scale = scale_state(*run.strategy);
+    if (!cfg.save.empty()) {  // collective: each rank's shard of the state, or rank 0 gathers it
+      done.rngs = gather_rngs(comm, *run.strategy);
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
-                          run.strategy.get(), {epoch, totals.updates, scale_state(*run.strategy)},
-                          rank == 0 && epoch == run.start.epoch + 1);
+                          run.strategy.get(), done, rank == 0 && epoch == run.start.epoch + 1);
+    }
+    if (cfg.commit_every > 0) commit(cfg, comm, run, done, totals);
   }
   nlohmann::ordered_json summary = summarize(cfg, run, totals, comm);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));

@@ -15,6 +15,11 @@ namespace cohort {
 // divide the batch, as many servers as ranks.
 void check_config(const TrainConfig& cfg, int world);
 
+// --global-batch G: a copy whose per-rank --batch is G / (world x
+// --accumulate); InputError naming the flags where that does not divide.
+// Unchanged without --global-batch.
+TrainConfig with_global_batch(const TrainConfig& cfg, int world);
+
 // Runs the training the config describes; returns the summary rank 0 printed.
 // comm is null for a single process.
 nlohmann::ordered_json train(const TrainConfig& cfg, comm::Communicator* comm = nullptr);

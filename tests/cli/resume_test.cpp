@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 
 using Result = testing_support::CommandResult;
 using testing_support::expect_one_line_error;
+const auto& differences = testing_support::checkpoint_differences;
 
 Result sh(const std::string& cmd) { return testing_support::run_command(cmd); }
 
@@ -42,25 +43,6 @@ fs::path temp_dir(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
-}
-
-// Names of the tensors of `a` whose bits differ from (or are missing in) `b`,
-// plus metadata that differs; empty when the files hold the same run.
-std::string differences(const std::string& a, const std::string& b) {
-  const SafetensorsFile fa = load_safetensors(a), fb = load_safetensors(b);
-  std::string diff;
-  if (fa.tensors.size() != fb.tensors.size()) diff += "tensor count; ";
-  for (const NamedTensor& t : fa.tensors) {
-    const Tensor* o = fb.find(t.name);
-    if (!o || o->shape() != t.tensor.shape() ||
-        std::memcmp(o->data(), t.tensor.data(), t.tensor.nbytes()) != 0)
-      diff += t.name + "; ";
-  }
-  for (const char* key : {"epoch", "updates", "optimizer", "optimizer.steps", "loss_scale"})
-    if (fa.metadata.count(key) != fb.metadata.count(key) ||
-        (fa.metadata.count(key) && fa.metadata.at(key) != fb.metadata.at(key)))
-      diff += std::string("metadata ") + key + "; ";
-  return diff;
 }
 
 // Runs 2 epochs straight, and 1 epoch then --resume to 2, with `flags`

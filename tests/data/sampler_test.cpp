@@ -33,6 +33,37 @@ TEST(Sampler, ShardsAreDisjointAndCoverTruncatedPermutation) {
   }
 }
 
+// An elastic run: 4 ranks take 5 steps of global batch 12, then 3 ranks go
+// on from global sample 60 with the same global batch: every step takes
+// permutation[s*12, (s+1)*12) whatever the world, and every sample of the
+// epoch is taken exactly once.
+TEST(Sampler, ResumedAtAnotherWorldContinuesTheSameGlobalSteps) {
+  const int64_t n = 240, global = 12;
+  const std::vector<int64_t> perm = Sampler(n, 0, 1, 1, 9, true).epoch_indices(2);
+  std::multiset<int64_t> taken;
+  auto take = [&](int world, int64_t start, int64_t steps) {
+    const int64_t b = global / world;
+    for (int r = 0; r < world; ++r) {
+      const std::vector<int64_t> idx = Sampler(n, r, world, 1, 9, true).epoch_indices(2, start);
+      ASSERT_EQ(int64_t(idx.size()), (n - start) / world);
+      for (int64_t s = 0; s < steps; ++s) {
+        const std::set<int64_t> step(perm.begin() + start + s * global,
+                                     perm.begin() + start + (s + 1) * global);
+        for (int64_t j = 0; j < b; ++j) {
+          const int64_t v = idx[size_t(s * b + j)];
+          ASSERT_TRUE(step.count(v)) << "world " << world << " rank " << r << " step " << s;
+          taken.insert(v);
+        }
+      }
+    }
+  };
+  take(4, 0, 5);
+  take(3, 60, 15);
+  EXPECT_EQ(taken, std::multiset<int64_t>(perm.begin(), perm.end()));
+  EXPECT_TRUE(Sampler(n, 0, 2, 1, 9, true).epoch_indices(2, n).empty());
+  EXPECT_THROW(Sampler(n, 0, 2, 1, 9, true).epoch_indices(2, n + 1), InputError);
+}
+
 TEST(Sampler, WorldOneGetsFullPermutation) {
   Sampler s(50, 0, 1, 1, 7, true);
   auto idx = s.epoch_indices(0);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -53,6 +54,23 @@ double rel_l2(const float* a, const float* b, int64_t n) {
     m += double(b[i]) * b[i];
   }
   return std::sqrt(d / m);
+}
+
+std::string checkpoint_differences(const std::string& a, const std::string& b) {
+  const SafetensorsFile fa = load_safetensors(a), fb = load_safetensors(b);
+  std::string diff;
+  if (fa.tensors.size() != fb.tensors.size()) diff += "tensor count; ";
+  for (const NamedTensor& t : fa.tensors) {
+    const Tensor* o = fb.find(t.name);
+    if (!o || o->shape() != t.tensor.shape() ||
+        std::memcmp(o->data(), t.tensor.data(), t.tensor.nbytes()) != 0)
+      diff += t.name + "; ";
+  }
+  for (const char* key : {"epoch", "updates", "optimizer", "optimizer.steps", "loss_scale"})
+    if (fa.metadata.count(key) != fb.metadata.count(key) ||
+        (fa.metadata.count(key) && fa.metadata.at(key) != fb.metadata.at(key)))
+      diff += std::string("metadata ") + key + "; ";
+  return diff;
 }
 
 double checkpoint_rel_diff(const std::string& a, const std::string& b) {

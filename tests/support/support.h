@@ -34,6 +34,11 @@ double rel_l2(const float* a, const float* b, int64_t n);
 // state too, from the shard files where it lists them), found by name in a.
 double checkpoint_rel_diff(const std::string& a, const std::string& b);
 
+// Names of the tensors of checkpoint a whose bits differ from (or are missing
+// in) b, plus the run metadata that differs (epoch, updates, optimizer, its
+// steps, loss scale); empty when the files hold the same run.
+std::string checkpoint_differences(const std::string& a, const std::string& b);
+
 // The last line of `out` that parses as a JSON object (null if none).
 nlohmann::json last_json(const std::string& out);
 
