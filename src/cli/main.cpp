@@ -24,6 +24,9 @@
 #include "comm/mpi/mpi_communicator.h"
 #endif
 #include "nn/models/zoo.h"
+#include "parallel/elastic.h"
+#include "parallel/launch.h"
+#include "train/checkpoint.h"
 #include "train/ds_config.h"
 #include "train/generate.h"
 #include "train/trainer.h"
@@ -115,9 +118,6 @@ void apply_config_file(CLI::App& train, TrainConfig& c) {
   apply_ds_config(c.config, c, given, config_world(c));
 }
 
-// Set by the --workers launcher for its ranks: only rank 0 prints an InputError.
-constexpr const char* kLaunchedByWorkers = "COHORT_LAUNCHED_BY_WORKERS";
-
 // A rank other than 0 of a --workers job: its input errors are rank 0's too.
 bool quiet_rank() {
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
@@ -127,36 +127,9 @@ bool quiet_rank() {
 // `--workers N` outside mpirun: run this same command under mpirun with N
 // ranks on this machine (replaces the process). Returns only on failure.
 int launch_workers(int argc, char** argv, int workers, int threads) {
-  // --quiet: no banners around a rank's own one-line error.
-  std::vector<std::string> args = {"mpirun", "--quiet", "--oversubscribe", "--bind-to", "none",
-                                   "-np", std::to_string(workers), "/proc/self/exe"};
-  args.back() = std::filesystem::read_symlink("/proc/self/exe").string();
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--workers") {
-      ++i;
-      continue;
-    }
-    if (a.rfind("--workers=", 0) == 0) continue;
-    args.push_back(a);
-  }
-  // More OpenMP threads than CPUs (teams of 2 or more): a thread spinning at a barrier (libgomp's
-  // default) holds the CPU its descheduled partner needs. Passive waiting
-  // measured 785 -> 3,605 images/s for mnist-small at 2 ranks x 2 threads on
-  // 2 vCPUs (and costs a third at 1 x 2, so only when oversubscribed).
-  const int cpus = usable_cpus();
-  if (threads > 1 && workers * threads > cpus && !std::getenv("OMP_WAIT_POLICY") &&
-      !std::getenv("GOMP_SPINCOUNT")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    std::fprintf(stderr, "cohort: %d ranks x %d threads on %d CPUs: OMP_WAIT_POLICY=PASSIVE\n",
-                 workers, threads, cpus);
-  }
-  // The ranks of one --workers job read the same flags and files, so a bad
-  // input is rank 0's one line to print (kLaunchedByWorkers).
-  setenv(kLaunchedByWorkers, "1", 1);
-  // mpirun refuses root without these; the user asked for ranks by --workers.
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  args = mpirun_command(without_flags(args, {"--workers"}), workers);
+  prepare_mpirun_environment(workers, threads);
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
@@ -195,7 +168,20 @@ struct Commands {
   int comm_workers = 2;
   CLI::App* generate = nullptr;
   GenerateConfig generate_cfg;
+  ElasticConfig elastic_cfg;
 };
+
+void add_elastic(CLI::App& app, ElasticConfig& e) {
+  app.add_flag("--elastic", e.enabled, "run a supervisor that restarts the ranks, fewer, when one dies or "
+               "stalls (needs --min-workers, --max-workers)");
+  app.add_option("--min-workers", e.min_workers, "--elastic: fewest ranks to go on with");
+  app.add_option("--max-workers", e.max_workers, "--elastic: most ranks to run");
+  app.add_option("--hostfile", e.hostfile, "--elastic: hosts and slots, `host slots=K` lines");
+  app.add_option("--host-discovery-script", e.discovery_script,
+                 "--elastic: prints `host:slots` lines; re-run every few seconds");
+  app.add_option("--max-restarts", e.max_restarts,
+                 "--elastic: restarts after a lost rank before giving up (default 3)");
+}
 
 void add_generate(CLI::App& g, GenerateConfig& c) {
   g.add_option("--model", c.model, "a token model (see `cohort models`)");
@@ -258,6 +244,7 @@ void declare(CLI::App& app, Commands& c) {
   c.models = app.add_subcommand("models", "list the model zoo with parameter counts");
   c.train = app.add_subcommand("train", "train a model");
   add_train(*c.train, c.train_cfg);
+  add_elastic(*c.train, c.elastic_cfg);
   c.generate = app.add_subcommand("generate", "sample text from a trained token model");
   add_generate(*c.generate, c.generate_cfg);
   auto* bench = app.add_subcommand("bench", "benchmarks");
@@ -330,10 +317,39 @@ int run_comm(Commands& c, int argc, char** argv) {
 }
 #endif
 
+// cohort train --elastic: this process supervises; the ranks train.
+int run_elastic_train(Commands& c, int argc, char** argv, const std::set<std::string>& given) {
+#if COHORT_WITH_MPI
+  TrainConfig& cfg = c.train_cfg;
+  ElasticConfig& e = c.elastic_cfg;
+  COHORT_INPUT_CHECK(!comm::launched_by_mpirun(), "--elastic: start the supervisor outside mpirun");
+  e.timeout = cfg.timeout;
+  e.threads = cfg.threads;
+  e.jsonl = cfg.log == "jsonl";
+  e.checkpoint_epoch = [](const std::string& path) {
+    const auto meta = index_safetensors(path).metadata;
+    const auto it = meta.find("epoch");
+    return it == meta.end() ? 0 : std::atoi(it->second.c_str());
+  };
+  cfg.parallel = cfg.strategies->under_ranks(cfg.parallel);
+  check_config(cfg, std::max(e.workers, e.min_workers));  // bad train flags: once, here
+  return run_elastic(e, std::vector<std::string>(argv + 1, argv + argc));
+#else
+  COHORT_INPUT_CHECK(false, "--elastic needs the MPI build (COHORT_MPI)");
+  return 2;
+#endif
+}
+
 int dispatch(Commands& c, int argc, char** argv) {
   if (*c.models) return list_models();
   if (*c.train) {
+    std::set<std::string> given;
+    for (const CLI::Option* o : c.train->get_options())
+      if (o->count() > 0) given.insert(o->get_name());
+    c.elastic_cfg.workers = given.count("--workers") ? c.train_cfg.workers : 0;
+    check_elastic_flags(c.elastic_cfg, given);
     apply_config_file(*c.train, c.train_cfg);
+    if (given.count("--elastic")) return run_elastic_train(c, argc, argv, given);
     return run_train(c.train_cfg, argc, argv);
   }
   if (*c.generate) {
