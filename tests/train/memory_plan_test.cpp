@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -142,8 +141,10 @@ TEST(MemoryPlan, AvailableMemoryIsRead) {
   EXPECT_GT(available_memory_bytes(), 0);
 }
 
-// gpt2-large (774M) under dp on 4 ranks of this machine: refused in seconds,
-// before its 3 GB of weights are allocated, naming a stage that would fit.
+// gpt2-large (774M) under dp on 4 ranks of this machine: refused before its
+// 3 GB of weights are allocated (no process of the job grew past 1 GB; how
+// long the refusal takes is not asserted: mpirun's start varies 1-12 s),
+// naming a stage that would fit.
 TEST(MemoryPlanCli, RefusesWhatCannotFitBeforeAllocating) {
   TrainConfig cfg;
   cfg.model = "gpt2-large";
@@ -153,13 +154,10 @@ TEST(MemoryPlanCli, RefusesWhatCannotFitBeforeAllocating) {
   const ModelFigures m = model_figures(*nn::find_model("gpt2-large", 64, 0), cfg);
   const double need = estimate_memory(m, inputs("dp", 1, 4)).total();
   if (4 * need <= available_memory_bytes()) GTEST_SKIP() << "this machine fits 4 gpt2-large ranks";
-  const auto start = std::chrono::steady_clock::now();
   const testing_support::CommandResult r = testing_support::run_command(
       std::string(COHORT_BIN) +
       " train --model gpt2-large --data text --seq 64 --batch 1 --epochs 1 --threads 1"
       " --parallel dp --workers 4");
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   // What it proposes depends on what the machine has free at this moment.
@@ -169,7 +167,6 @@ TEST(MemoryPlanCli, RefusesWhatCannotFitBeforeAllocating) {
                            "GB for the 4 ranks on this machine", "GB is available",
                            stage_fits ? "--zero-stage" : "; "})
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
-  EXPECT_LT(seconds, 10) << r.out;
   // The largest process this test has waited for, the job's included (Linux
   // carries a child's largest descendant up to it): no GB of weights was made.
   rusage children{};
