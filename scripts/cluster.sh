@@ -79,13 +79,20 @@ shape() {
     latency 20ms
 }
 
-# The first N in 0..199 with no cluster state, bridge or namespace (under kLock).
+# The next N in 0..199, round-robin after the last one handed out, with no
+# cluster state, bridge or namespace (under kLock). Round-robin: a name just
+# taken down is not reused at once, so a check that it left nothing behind
+# cannot see a newer cluster's devices.
 free_index() {
-  local n
-  for n in $(seq 0 199); do
+  local n last k
+  last=$(cat "$kStateRoot/.last" 2>/dev/null || echo 199)
+  [[ "$last" =~ ^[0-9]+$ ]] || last=199
+  for k in $(seq 1 200); do
+    n=$(((last + k) % 200))
     [ -e "$kStateRoot/cohort$n" ] && continue
     ip link show "cohort$n-br" >/dev/null 2>&1 && continue
     ip netns list | grep -q "^cohort$n-" && continue
+    echo "$n" >"$kStateRoot/.last"
     echo "$n"
     return
   done
@@ -144,6 +151,7 @@ cmd_up() {
   fi
   local dir=$kStateRoot/$name
   mkdir "$dir"
+  echo "cluster.sh: building $name" >&2
   echo "$hosts $slots $rate $kSubnetPrefix.$n" >"$dir/info"
   flock -u 9
   # From here, a failure takes down what was made (a global: the trap runs
