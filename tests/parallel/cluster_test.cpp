@@ -151,11 +151,12 @@ TEST(ClusterScript, AFailedUpLeavesNothing) {
 
 // --- the strategies across hosts ---------------------------------------------
 
-// 2 hosts x 1 rank and 2 hosts x 2 ranks (vader within a host, TCP between):
-// both end on the single process's weights at the global batch, and every
-// step's all-reduce crossed the links: each host must receive the other's
-// whole gradient sum, so at least 2 x 8 x 1.6 MB went over them.
-TEST_F(ClusterRun, DataParallelAcrossHosts) {
+// 2 hosts x 1 rank and 2 hosts x 2 ranks (vader within a host, TCP between),
+// and ZeRO-2 with its shards dealt across the hosts: all end on the single
+// process's weights at the global batch, and every step's all-reduce crossed
+// the links: each host must receive the other's whole gradient sum, so at
+// least 2 x 8 x 1.6 MB went over them.
+TEST_F(ClusterRun, DataParallelAndZeroAcrossHosts) {
   SKIP_WITHOUT_CLUSTER();
   Cluster c(2, 2);
   ASSERT_TRUE(c.up()) << c.up_output();
@@ -169,6 +170,10 @@ TEST_F(ClusterRun, DataParallelAcrossHosts) {
   EXPECT_EQ(job_map(out), (HostRanks{{c.host(0), {0, 1}}, {c.host(1), {2, 3}}})) << out;
   EXPECT_NE(out.find("\"world_size\":4"), std::string::npos) << out;
   expect_single_weights("dp2x2", "dp, 2 hosts x 2 ranks");
+  // ZeRO-2: gradients reduce-scattered and weights gathered across hosts.
+  out = run_on(c, "-np 4 --map-by node", 8, "--parallel zero --zero-stage 2", "zero2");
+  EXPECT_EQ(job_map(out), (HostRanks{{c.host(0), {0, 2}}, {c.host(1), {1, 3}}})) << out;
+  expect_single_weights("zero2", "zero-2, 2 hosts x 2 ranks");
 }
 
 // Two workers on hosts 0 and 1, the server (the last rank) alone on host 2:
