@@ -8,6 +8,7 @@
 #include "support/cluster.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -53,7 +54,7 @@ std::string mentions(const std::string& cmd, const std::string& name) {
 }
 
 // A fresh folder for one test's checkpoints, and the single process's run
-// in it at the global batch (s.safetensors).
+// in it at the global batch (path("single")).
 class ClusterRun : public ::testing::Test {
  protected:
   void SetUp() override {
