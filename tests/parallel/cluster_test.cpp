@@ -123,12 +123,20 @@ TEST(ClusterScript, ComesUpAsPromisedAndGoesDownLeavingNothing) {
       EXPECT_NE(addr.find("127.0.0.1"), std::string::npos) << addr;  // loopback up
       EXPECT_NE(addr.find("10.213."), std::string::npos) << addr;
     }
-    // mpirun starts ranks in the hosts, each under its own host name.
-    CommandResult r = c.run("-np 2 --map-by node", "hostname");
+    // mpirun starts ranks in the hosts, each under its own host name, and
+    // the hosts' names resolve to their addresses there.
+    CommandResult r =
+        c.run("-np 2 --map-by node", "sh -c 'hostname; getent hosts " + c.host(1) + "'");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_EQ(job_map(r.out), (HostRanks{{c.host(0), {0}}, {c.host(1), {1}}})) << r.out;
     EXPECT_NE(r.out.find("\n" + c.host(0) + "\n"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\n" + c.host(1) + "\n"), std::string::npos) << r.out;
+    const std::string host1 = "10.213." + name.substr(6) + ".2";  // name: cohortN
+    int lookups = 0;
+    for (size_t at = r.out.find(host1 + " "); at != std::string::npos;
+         at = r.out.find(host1 + " ", at + 1))
+      ++lookups;
+    EXPECT_EQ(lookups, 2) << "each rank resolves " << c.host(1) << "\n" << r.out;
   }
   // Namespaces, bridge, veths and their qdiscs, state: all gone.
   EXPECT_EQ(mentions("ip netns list", name + "-"), "");
