@@ -21,6 +21,7 @@ namespace {
 struct Buffer {
   std::vector<Event> events;
   int32_t lane = 0;
+  size_t dropped = 0;
 };
 
 // Lanes, buffers and interned names of the process. Never destroyed: a
@@ -146,7 +147,10 @@ void start() {
   Registry& r = registry();
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    for (auto& b : r.buffers) b->events.clear();
+    for (auto& b : r.buffers) {
+      b->events.clear();
+      b->dropped = 0;
+    }
   }
   detail::g_on.store(true, std::memory_order_relaxed);
 }
@@ -181,7 +185,20 @@ const char* intern(const std::string& s) {
 
 void record(const Event& e) {
   if (!on()) return;
-  my_buffer().events.push_back(e);
+  Buffer& b = my_buffer();
+  if (b.events.size() >= kMaxEventsPerThread) {
+    ++b.dropped;
+    return;
+  }
+  b.events.push_back(e);
+}
+
+size_t dropped_count() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  size_t n = 0;
+  for (const auto& b : r.buffers) n += b->dropped;
+  return n;
 }
 
 std::string render(const RenderOptions& o) {

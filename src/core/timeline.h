@@ -11,6 +11,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -59,8 +60,13 @@ int32_t thread_lane();
 // A string that lives as long as the process (layer names).
 const char* intern(const std::string& s);
 
-// Appends e to the calling thread's buffer (only when on()).
+// Appends e to the calling thread's buffer (only when on()). A thread keeps
+// at most kMaxEventsPerThread (64 MiB of events); later ones are counted
+// as dropped.
+constexpr size_t kMaxEventsPerThread = size_t(1) << 20;
 void record(const Event& e);
+// Events dropped since start() because a buffer was full, all threads.
+size_t dropped_count();
 
 // A span over a scope on the calling thread's lane: begins in the
 // constructor, is recorded in the destructor; nothing at all when off.

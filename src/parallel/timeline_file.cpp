@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <tuple>
 
@@ -95,6 +96,9 @@ void TimelineFile::write() {
   opt.origin_ns = origin_ns_;
   opt.process_name = "rank " + std::to_string(rank);
   const std::string mine = timeline::render(opt);
+  if (const size_t dropped = timeline::dropped_count(); dropped > 0)
+    std::fprintf(stderr, "cohort: note: --timeline %s: rank %d kept its first %zu events per thread "
+                 "and dropped %zu more\n", path_.c_str(), rank, timeline::kMaxEventsPerThread, dropped);
   if (rank != 0) {
     const uint64_t n = mine.size();
     comm_->send(&n, sizeof n, 0, kEventsTag);

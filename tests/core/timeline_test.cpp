@@ -99,5 +99,19 @@ TEST(TimelineRecorder, StartClearsTheLastRecording) {
   EXPECT_EQ(timeline::event_count(), 0u);
 }
 
+// A thread's buffer stops at kMaxEventsPerThread; the rest are counted.
+TEST(TimelineRecorder, AFullBufferDropsAndCounts) {
+  timeline::start();
+  timeline::Event e;
+  e.name = "step";
+  for (size_t i = 0; i < timeline::kMaxEventsPerThread + 5; ++i) timeline::record(e);
+  timeline::stop();
+  EXPECT_EQ(timeline::event_count(), timeline::kMaxEventsPerThread);
+  EXPECT_EQ(timeline::dropped_count(), 5u);
+  timeline::start();
+  timeline::stop();
+  EXPECT_EQ(timeline::dropped_count(), 0u);
+}
+
 }  // namespace
 }  // namespace cohort
