@@ -94,6 +94,10 @@ void add_train(CLI::App& app, TrainConfig& c) {
   app.add_option("--global-batch", c.global_batch,
                  "hold the global batch at G at any number of ranks: --batch becomes G / ranks "
                  "(/ --accumulate), which must divide");
+  app.add_option("--timeline", c.timeline,
+                 "write every rank's steps (data wait, forward and backward per layer, each "
+                 "bucket's all-reduce, optimizer, sends, pushes) as Chrome trace-event JSON for "
+                 "Perfetto or chrome://tracing");
   app.add_option("--stop-after-steps", c.stop_after_steps)
       ->group("");  // testing: stop cleanly after N steps, as if killed after a commit
   app.add_option("--parallel", c.parallel, "strategy: " + c.strategies->names() + c.strategies->help());
@@ -217,6 +221,8 @@ void add_step(CLI::App& step, StepBenchConfig& c) {
   step.add_flag("--peak", c.peak,
                 "also measure the matmul peak of the run's precision (bf16 for --precision "
                 "bf16, fp32 otherwise) and the share of it");
+  step.add_option("--timeline", c.timeline,
+                  "write the timed steps of every rank as Chrome trace-event JSON (Perfetto)");
   step.add_option("--workers", c.workers, "data-parallel ranks (mpirun on this machine)");
   step.add_option("--parallel", c.parallel, "strategy (none: one process; dp under ranks): " +
                                                  c.strategies->names());

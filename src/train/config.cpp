@@ -38,7 +38,8 @@ std::string TrainConfig::describe() const {
      << eval << "\n--parallel " << parallel << "\n--accumulate " << accumulate << "\n--timeout "
      << timeout << "\n--memory-check " << memory_check << "\n--config " << config << "\n--load " << load << "\n--num-classes " << num_classes << "\n--load-partial " << load_partial << "\n--resume " << resume << "\n--save " << save
      << "\n--commit-every " << commit_every << "\n--checkpoint-dir " << checkpoint_dir
-     << "\n--global-batch " << global_batch << "\n--stop-after-steps " << stop_after_steps << "\n"
+     << "\n--global-batch " << global_batch << "\n--stop-after-steps " << stop_after_steps
+     << "\n--timeline " << timeline << "\n"
      << precision.describe() << strategies->describe();
   return os.str();
 }

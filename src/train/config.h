@@ -52,6 +52,7 @@ struct TrainConfig {
   int64_t commit_every = 0;
   std::string checkpoint_dir = "/dev/shm/cohort-commits";
   int64_t global_batch = 0;
+  std::string timeline;  // --timeline: every rank's steps as one Chrome trace-event file
   int64_t stop_after_steps = 0;  // testing: return after N steps of this process (0: off)
   PrecisionFlags precision;  // --precision, --grad-dtype, loss scaling
   std::string config;                     // --config: the DeepSpeed file read ("" : none)

@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/cpus.h"
 #include "core/memory.h"
+#include "core/timeline.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/prefetch.h"
@@ -23,6 +24,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "parallel/start.h"
+#include "parallel/timeline_file.h"
 #include "train/checkpoint.h"
 #include "train/commits.h"
 #include "train/evaluate.h"
@@ -86,6 +88,7 @@ void check_config(const TrainConfig& given, int world) {
                      "--memory-check: unknown choice '", c.memory_check, "' (valid: on, off)");
   COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last" || c.eval == "none",
                      "--eval: unknown choice '", c.eval, "' (valid: epoch, last, none)");
+  if (!c.timeline.empty()) check_writable("--timeline", c.timeline);
   c.strategies->check(c.parallel, c.run_settings(), world);
 }
 
@@ -285,10 +288,17 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
   Batch batch;
   for (int64_t i = 1;; ++i) {
     Timer wait;
-    if (!prefetch.next(batch)) break;
+    {
+      timeline::Span span("data", "data wait");
+      if (!prefetch.next(batch)) break;
+    }
     t.data_s += wait.seconds();
     if (comm && cfg.timeout > 0) comm->check_arrival("step " + std::to_string(t.micro + 1));
-    StepResult r = strategy.step(batch, run.schedule->lr(t.updates), t.times);
+    StepResult r;
+    {
+      timeline::Span span("step", "step", "step", t.micro + 1);
+      r = strategy.step(batch, run.schedule->lr(t.updates), t.times);
+    }
     if (!std::isfinite(r.loss_sum))
       throw Error(detail::concat("step ", t.micro + 1, " (epoch ", epoch, "): the loss is ",
                                  r.loss_sum, "; training diverged and stopped",
@@ -307,6 +317,7 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
       at.loss_scale = scale_state(strategy);
       at.epoch_samples = start + i * samples_per_step;
       at.epoch_sums = epoch_sums(strategy, m, carried);
+      timeline::Span span("checkpoint", "commit");
       commit(cfg, comm, run, at, t);
     }
     if (cfg.stop_after_steps > 0 && t.micro >= cfg.stop_after_steps) return nullptr;
@@ -440,6 +451,9 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
                 {"threads", omp_get_max_threads()}, {"world_size", world},
                 {"parallel", cfg.parallel}, {"global_batch", run.global_batch},
                 {"precision", cfg.precision.precision}});
+  // Recording starts here, after set-up: the file shows training.
+  std::unique_ptr<TimelineFile> trace;
+  if (!cfg.timeline.empty()) trace = std::make_unique<TimelineFile>(cfg.timeline, comm);
   Totals totals;
   totals.updates = run.start.updates;
   for (int epoch = run.start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
@@ -448,8 +462,12 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
         run_epoch(cfg, comm, run, epoch, totals, report,
                   resumed_within ? run.start.epoch_samples : 0,
                   resumed_within ? run.start.epoch_sums : std::array<double, 3>{});
-    if (line.is_null()) return {{"stopped_after_steps", cfg.stop_after_steps}};
+    if (line.is_null()) {
+      if (trace) trace->write();
+      return {{"stopped_after_steps", cfg.stop_after_steps}};
+    }
     if (cfg.eval == "epoch" || (cfg.eval == "last" && epoch == cfg.epochs)) {
+      timeline::Span span("evaluate", "evaluate");
       totals.eval = evaluate_all(run, cfg.batch);
       line["test_loss"] = totals.eval.loss;
       line["test_accuracy"] = totals.eval.accuracy;
@@ -466,12 +484,17 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
     done.updates = totals.updates;
     done.loss_scale = scale_state(*run.strategy);
     if (!cfg.save.empty()) {  // collective: each rank's shard of the state, or rank 0 gathers it
+      timeline::Span span("checkpoint", "save");
       done.rngs = gather_rngs(comm, *run.strategy);
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
                           run.strategy.get(), done, rank == 0 && epoch == run.start.epoch + 1);
     }
-    if (cfg.commit_every > 0) commit(cfg, comm, run, done, totals);
+    if (cfg.commit_every > 0) {
+      timeline::Span span("checkpoint", "commit");
+      commit(cfg, comm, run, done, totals);
+    }
   }
+  if (trace) trace->write();
   nlohmann::ordered_json summary = summarize(cfg, run, totals, comm);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));
   return summary;
