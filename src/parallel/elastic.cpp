@@ -144,7 +144,6 @@ struct Job {
   std::string out_buf, err_buf;
   std::map<int, RankProc> ranks;
   double training_at = -1;   // its start event: training again
-  double committed_at = -1;  // its last epoch (or commit) event
   int64_t grow_after = -2;   // more slots seen: grow once a commit newer than this is written
   std::string summary;  // the job's summary line (jsonl)
   int signal_rank = -1, signal_no = 0;  // mpirun: "process rank R ... exited on signal S"
@@ -277,14 +276,10 @@ void Supervisor::handle_line(Job& job, const std::string& line, bool err) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
     const std::string event = j.is_object() ? j.value("event", "") : "";
     if (event == "start" && job.training_at < 0) job.training_at = t;
-    if (event == "epoch") job.committed_at = t;
     if (event == "epoch" && j.contains("images")) epoch_images_[j["epoch"]] = j["images"];
-    if (event == "commit") job.committed_at = t;
     if (event == "summary") job.summary = line, hold = true;
   } else if (line.rfind("cohort train: model", 0) == 0 && job.training_at < 0) {
     job.training_at = t;
-  } else if (line.rfind("epoch ", 0) == 0 && line.find(": train loss") != std::string::npos) {
-    job.committed_at = t;
   }
   if (job.training_at == t && pending_failure_at_ >= 0) {
     restarts_.back()["recovery_seconds"] = std::round((t - pending_failure_at_) * 100) / 100;

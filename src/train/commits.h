@@ -23,7 +23,7 @@ constexpr int kCommitsKept = 2;
 // kCommitProbe updates, which time the step.
 constexpr int64_t kCommitAuto = -1;
 constexpr double kCommitSeconds = 10, kCommitShare = 0.01;
-constexpr int64_t kCommitProbe = 10;
+constexpr int64_t kCommitProbe = 3;
 
 // When commits within an epoch fall: every K updates (--commit-every K:
 // at the multiples of K), or as --commit-every auto says, from rank 0's
