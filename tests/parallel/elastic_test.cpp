@@ -186,22 +186,27 @@ TEST(ElasticSupervisor, ChaosFiveKillsLoseNothing) {
                                "--cooldown 2 --commit-every 5 --checkpoint-dir " + dir.string() +
                                " " + run),
                  "chaos");
-  // 200 updates; kill k at a random update in [10 + 35k, 30 + 35k).
+  // 200 updates; kill k at a random update in [10 + 35k, 30 + 35k). A kill
+  // that lands as the supervisor ends the job to grow it is no failure of
+  // that job: it is tried again.
+  const std::string failed = "died on signal 9 (Killed); restart";
   for (int k = 0; k < 5; ++k) {
     const int64_t at = 10 + 35 * k + std::uniform_int_distribution<int>(0, 19)(rng);
-    const auto end = Clock::now() + std::chrono::seconds(60);
-    int world = 0;
-    while (Clock::now() < end && !(reached_update(dir) >= at && (world = live_ranks(job)) > 0))
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ASSERT_GT(world, 0) << "kill " << k << " at update " << at << "\n" << job.out();
-    const int rank = std::uniform_int_distribution<int>(0, world - 1)(rng);
-    std::printf("kill %d: rank %d of %d at update %lld\n", k + 1, rank, world,
-                (long long)reached_update(dir));
-    kill(job.rank_pid(rank), SIGKILL);
-    const auto seen = Clock::now() + std::chrono::seconds(30);
-    while (Clock::now() < seen && count_of(job.out(), "died on signal 9 (Killed); restart") <= k)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ASSERT_EQ(count_of(job.out(), "died on signal 9 (Killed); restart"), k + 1) << job.out();
+    for (int attempt = 0; attempt < 3 && count_of(job.out(), failed) <= k; ++attempt) {
+      const auto end = Clock::now() + std::chrono::seconds(60);
+      int world = 0;
+      while (Clock::now() < end && !(reached_update(dir) >= at && (world = live_ranks(job)) > 0))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ASSERT_GT(world, 0) << "kill " << k << " at update " << at << "\n" << job.out();
+      const int rank = std::uniform_int_distribution<int>(0, world - 1)(rng);
+      std::printf("kill %d: rank %d of %d at update %lld\n", k + 1, rank, world,
+                  (long long)reached_update(dir));
+      kill(job.rank_pid(rank), SIGKILL);
+      const auto seen = Clock::now() + std::chrono::seconds(30);
+      while (Clock::now() < seen && count_of(job.out(), failed) <= k)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(count_of(job.out(), failed), k + 1) << job.out();
     // The job that replaces it must be up before the next kill.
     const auto up = Clock::now() + std::chrono::seconds(30);
     while (Clock::now() < up && live_ranks(job) == 0)
