@@ -552,7 +552,9 @@ int Supervisor::run() {
                    world, rec["world_before"].get<int>(), (long long)from, (long long)steps, redone);
   }
   fs::remove(progress_path_);
-  if (own_dir_ && code == 0) fs::remove_all(commit_dir_);
+  // Its own folder goes once the run finished, or where it holds no commit
+  // to resume (kept otherwise: --resume auto --checkpoint-dir continues it).
+  if (own_dir_ && (code == 0 || newest_commit(commit_dir_).updates < 0)) fs::remove_all(commit_dir_);
   return code;
 }
 

@@ -260,8 +260,9 @@ TEST(ElasticSupervisor, StoppedRankIsFoundWithinTheTimeout) {
 }
 
 TEST(ElasticSupervisor, MaxRestartsZeroGivesUpInOneLine) {
+  const fs::path dir = checkpoint_path("giveup").replace_extension("");
   Background job(elastic_train("--min-workers 1 --max-workers 2 --workers 2 --limit 24000 "
-                               "--epochs 2 --max-restarts 0"),
+                               "--epochs 2 --max-restarts 0 --checkpoint-dir " + dir.string()),
                  "giveup");
   signal_rank_after(job, "\"event\":\"start\"", "", 1, SIGKILL);
   const int code = job.wait(40);
@@ -277,6 +278,7 @@ TEST(ElasticSupervisor, MaxRestartsZeroGivesUpInOneLine) {
       << out;
   EXPECT_NE(out.find("--max-restarts 0 reached"), std::string::npos) << out;
   EXPECT_FALSE(job.any_rank_left());
+  fs::remove_all(dir);
 }
 
 // Waits until the job runs at `world` ranks and its rank 0 is `ahead`
