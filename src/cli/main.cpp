@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "parallel/elastic.h"
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
+#include "train/commits.h"
 #include "train/ds_config.h"
 #include "train/generate.h"
 #include "train/trainer.h"
@@ -88,7 +90,10 @@ void add_train(CLI::App& app, TrainConfig& c) {
                  "or a fresh run where there is none");
   app.add_option("--commit-every", c.commit_every,
                  "commit the run's whole state every K optimizer updates and at every epoch end, "
-                 "for --resume auto (0: off)");
+                 "for --resume auto (0: off; auto: about every 10 s of training, at most 1% of "
+                 "it: the default under --elastic)")
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{
+          {"auto", std::to_string(kCommitAuto)}}));
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "where commits go (the newest 2 are kept)");
   app.add_option("--global-batch", c.global_batch,
@@ -100,6 +105,9 @@ void add_train(CLI::App& app, TrainConfig& c) {
                  "Perfetto or chrome://tracing");
   app.add_option("--stop-after-steps", c.stop_after_steps)
       ->group("");  // testing: stop cleanly after N steps, as if killed after a commit
+  app.add_option("--step-delay-ms", c.step_delay_ms)
+      ->group("")  // testing: slow steps, so an elastic test acts within a short run
+      ->check(CLI::Range(0, 10000));
   app.add_option("--parallel", c.parallel, "strategy: " + c.strategies->names() + c.strategies->help());
   c.strategies->add_flags(app);
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");
@@ -194,6 +202,9 @@ void add_elastic(CLI::App& app, ElasticConfig& e) {
                  "--elastic: prints `host:slots` lines; re-run every few seconds");
   app.add_option("--max-restarts", e.max_restarts,
                  "--elastic: restarts after a lost rank before giving up (default 3)");
+  app.add_option("--cooldown", e.cooldown_s,
+                 "--elastic: seconds a failed rank's slot (a host's, after 2 failures) sits out "
+                 "(default 30)");
 }
 
 void add_generate(CLI::App& g, GenerateConfig& c) {
@@ -296,6 +307,7 @@ int run_train(TrainConfig& cfg, int argc, char** argv) {
     return launch_workers(argc, argv, ranks, cfg.threads);
   }
   if (rank_of_job || cfg.strategy().distributed(cfg.parallel)) {
+    if (std::getenv(kElasticProgress)) die_with_parent();  // an elastic job's rank
     auto world = comm::mpi_world(&argc, &argv);
     cohort::train(cfg, world.get());  // checks the flags first
     return 0;
@@ -341,11 +353,9 @@ int run_elastic_train(Commands& c, int argc, char** argv, const std::set<std::st
   e.timeout = cfg.timeout;
   e.threads = cfg.threads;
   e.jsonl = cfg.log == "jsonl";
-  e.checkpoint_epoch = [](const std::string& path) {
-    const auto meta = index_safetensors(path).metadata;
-    const auto it = meta.find("epoch");
-    return it == meta.end() ? 0 : std::atoi(it->second.c_str());
-  };
+  COHORT_INPUT_CHECK(!given.count("--commit-every") || cfg.commit_every != 0,
+                     "--elastic restarts from commits: --commit-every 0 is refused (give K, or "
+                     "auto, the default)");
   cfg.parallel = cfg.strategies->under_ranks(cfg.parallel);
   check_config(cfg, std::max(e.workers, e.min_workers));  // bad train flags: once, here
   return run_elastic(e, std::vector<std::string>(argv + 1, argv + argc));

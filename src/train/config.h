@@ -54,6 +54,7 @@ struct TrainConfig {
   int64_t global_batch = 0;
   std::string timeline;  // --timeline: every rank's steps as one Chrome trace-event file
   int64_t stop_after_steps = 0;  // testing: return after N steps of this process (0: off)
+  int step_delay_ms = 0;  // testing: sleep after each step, so a test's signals land mid-run
   PrecisionFlags precision;  // --precision, --grad-dtype, loss scaling
   std::string config;                     // --config: the DeepSpeed file read ("" : none)
   std::vector<std::string> config_notes;  // what its keys only noted, for the summary

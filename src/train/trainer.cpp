@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 
@@ -23,6 +25,7 @@
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "parallel/launch.h"
 #include "parallel/start.h"
 #include "parallel/timeline_file.h"
 #include "train/checkpoint.h"
@@ -63,8 +66,8 @@ TrainConfig with_global_batch(const TrainConfig& cfg, int world) {
 
 void check_config(const TrainConfig& given, int world) {
   const TrainConfig c = with_global_batch(given, world);
-  COHORT_INPUT_CHECK(c.commit_every >= 0, "--commit-every must be 0 (off) or more, got ",
-                     c.commit_every);
+  COHORT_INPUT_CHECK(c.commit_every >= 0 || c.commit_every == kCommitAuto,
+                     "--commit-every must be auto, 0 (off) or more, got ", c.commit_every);
   COHORT_INPUT_CHECK(c.stop_after_steps >= 0, "--stop-after-steps must be 0 (off) or more, got ",
                      c.stop_after_steps);
   COHORT_INPUT_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
@@ -117,6 +120,8 @@ struct Totals {
   int64_t updates = 0, micro = 0;
   int64_t commits = 0;
   double commit_s = 0;  // wall time inside commits, every rank's wait included
+  CommitPlan plan{0, 0};                // when commits within an epoch fall
+  ProgressBeacon* beacon = nullptr;     // the update reached, for an elastic supervisor
   EvalResult eval;
 };
 
@@ -286,6 +291,7 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
   double m[3] = {0, 0, 0};  // [loss_sum, correct, images] on this rank, summed over ranks below
   const int64_t samples_per_step = cfg.batch * strategy.data_world();
   Batch batch;
+  Timer since_update;  // training time to each update, commits excluded (t.plan)
   for (int64_t i = 1;; ++i) {
     Timer wait;
     {
@@ -304,23 +310,28 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
                                  r.loss_sum, "; training diverged and stopped",
                                  cfg.save.empty() ? "" : ", " + cfg.save + " kept as it was"));
     const bool updated = ++t.micro % cfg.accumulate == 0;
-    if (updated) ++t.updates;
+    if (updated) ++t.updates, t.beacon->set(t.updates);
     m[0] += r.loss_sum;
     m[1] += r.correct;
     m[2] += double(r.images);
-    // Within the epoch only: its last step's commit is the epoch end's, after evaluation.
-    if (cfg.commit_every > 0 && updated && t.updates % cfg.commit_every == 0 &&
-        i < prefetch.num_batches()) {
-      RunPosition at;
-      at.epoch = epoch - 1;
-      at.updates = t.updates;
-      at.loss_scale = scale_state(strategy);
-      at.epoch_samples = start + i * samples_per_step;
-      at.epoch_sums = epoch_sums(strategy, m, carried);
-      timeline::Span span("checkpoint", "commit");
-      commit(cfg, comm, run, at, t);
+    if (updated && t.plan.due(t.updates, since_update.seconds())) {
+      const double before = t.commit_s;
+      // Within the epoch only: its last step's commit is the epoch end's, after evaluation.
+      if (i < prefetch.num_batches()) {
+        RunPosition at;
+        at.epoch = epoch - 1;
+        at.updates = t.updates;
+        at.loss_scale = scale_state(strategy);
+        at.epoch_samples = start + i * samples_per_step;
+        at.epoch_sums = epoch_sums(strategy, m, carried);
+        timeline::Span span("checkpoint", "commit");
+        commit(cfg, comm, run, at, t);
+      }
+      t.plan.next(t.updates, t.commit_s - before, comm);
     }
+    if (updated) since_update.reset();
     if (cfg.stop_after_steps > 0 && t.micro >= cfg.stop_after_steps) return nullptr;
+    if (cfg.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(cfg.step_delay_ms));
     const double el = epoch_timer.seconds();
     report.progress(epoch, i, prefetch.num_batches(), m[0] / m[2],
                     m[2] * strategy.data_world() / el,
@@ -406,8 +417,9 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
         {"compute", t.times.compute / n},
         {"communication", t.times.comm / n},
         {"data", t.data_s / n}}}};
-  if (cfg.commit_every > 0)
+  if (cfg.commit_every != 0)
     summary["commits"] = {{"count", t.commits},
+                          {"every", t.plan.every()},
                           {"seconds", t.commit_s},
                           {"mean_seconds", t.commit_s / double(std::max<int64_t>(t.commits, 1))}};
   const nlohmann::ordered_json extra = run.strategy->summary();  // collective: every rank
@@ -456,6 +468,10 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
   if (!cfg.timeline.empty()) trace = std::make_unique<TimelineFile>(cfg.timeline, comm);
   Totals totals;
   totals.updates = run.start.updates;
+  totals.plan = CommitPlan(cfg.commit_every, totals.updates);
+  ProgressBeacon beacon(kElasticProgress, rank == 0);
+  beacon.set(totals.updates);
+  totals.beacon = &beacon;
   for (int epoch = run.start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
     const bool resumed_within = epoch == run.start.epoch + 1;
     nlohmann::ordered_json line =
@@ -489,7 +505,7 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
                           run.strategy.get(), done, rank == 0 && epoch == run.start.epoch + 1);
     }
-    if (cfg.commit_every > 0) {
+    if (cfg.commit_every != 0) {
       timeline::Span span("checkpoint", "commit");
       commit(cfg, comm, run, done, totals);
     }
