@@ -421,7 +421,12 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// tests/parallel/train_worker_main.cpp compiles this file with
+// COHORT_CLI_MAIN renamed, to run several commands in one mpirun job.
+#ifndef COHORT_CLI_MAIN
+#define COHORT_CLI_MAIN main
+#endif
+int COHORT_CLI_MAIN(int argc, char** argv) {
   CLI::App app{"cohort: distributed deep-learning training, measured"};
   Commands commands;
   declare(app, commands);

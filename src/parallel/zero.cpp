@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/timeline.h"
+#include "ops/linear.h"
 #include "optim/clip.h"
 #include "parallel/registry.h"
 
@@ -34,9 +35,15 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
     layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb);
     model.set_layer_hooks(layers_.get());
   }
+  // bf16: no Linear keeps a copy of its weight from forward to backward (2 Psi
+  // on every rank, where stage 3 holds 4 Psi/N of weights).
+  if (cfg.stage == 3) ops::set_keep_bf16_weights(false);
 }
 
-Zero::~Zero() { model_.set_layer_hooks(nullptr); }
+Zero::~Zero() {
+  model_.set_layer_hooks(nullptr);
+  ops::set_keep_bf16_weights(true);
+}
 
 bool Zero::any_rank(bool v) {
   float f = v ? 1.0f : 0.0f;

@@ -88,8 +88,11 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
     e.gradients = stage == 2 ? 4 * psi / n + in.bucket_mb * kMiB : 4 * psi;
   }
   e.optimizer_state = stage >= 1 ? k * psi / n : k * psi;
-  // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi).
-  if (in.precision == DType::kBF16) e.parameters += 2 * psi;
+  // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi);
+  // under stage 3 a Linear converts at each use into one scratch, which the
+  // working set bounds (Conv2d's copies, in models of a few MB, go uncounted).
+  if (in.precision == DType::kBF16)
+    e.parameters += stage == 3 ? 2 * double(m.working_set) : 2 * psi;
   const double act_bytes = in.precision == DType::kBF16 ? 2 : 4;
   e.activations = m.activation_elems * act_bytes * kActivationFactor;
   e.data = m.data_bytes;
