@@ -176,7 +176,7 @@ TEST(SimulateCli, ComputeFileGivesTheClosedFormAndSavesItBack) {
   save_profile(p, (dir / "in.json").string());
   const std::string cmd = std::string(COHORT_BIN) +
                           " simulate --model mnist-large --parallel pp --stages 2 --micro-batches 4"
-                          " --schedule gpipe --batch 32 --balance time --ranks-per-host 2 --compute " +
+                          " --schedule gpipe --batch 32 --balance time --ranks-per-host 2 --intra 1000GB,0 --compute " +
                           (dir / "in.json").string() + " --save-compute " + (dir / "out.json").string() +
                           " 2>/dev/null";
   const auto r = testing_support::run_command(cmd);
