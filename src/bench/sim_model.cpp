@@ -269,7 +269,7 @@ Timeline pipeline(const Profile& p, const Plan& plan, const Topology& t, double 
   r.p.samples = double(plan.batch) * d;
   for (int rank = 0; rank < k * d; ++rank) {
     const int st = rank % k;
-    r.busy[size_t(rank)] = m * (fwd[size_t(st)] + bwd[size_t(st)]) / step;
+    r.busy[size_t(rank)] = plan.busy_wait ? 1.0 : m * (fwd[size_t(st)] + bwd[size_t(st)]) / step;
   }
   return r;
 }
@@ -352,7 +352,10 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, dou
   } else {
     return pipeline(p, plan, t, f);
   }
-  r.busy.assign(size_t(s == "none" ? 1 : world), r.p.compute / r.p.step);
+  // Ranks that poll in MPI's blocking calls (dp's and ZeRO 1's bucket
+  // reductions) hold a core for the whole step; ZeRO 2-3 wait politely.
+  const bool polls = plan.busy_wait && !(s == "zero" && plan.zero_stage > 1);
+  r.busy.assign(size_t(s == "none" ? 1 : world), polls ? 1.0 : r.p.compute / r.p.step);
   return r;
 }
 
@@ -366,7 +369,11 @@ Prediction predict(const Profile& prof, const Plan& plan, const Topology& t) {
   double f = 1;
   Timeline tl;
   for (int it = 0; it < 40; ++it) {
-    tl = predict_once(p, plan, t, f);
+    // Inside a host, messages are copies by the same cores: they slow alike.
+    Topology slowed = t;
+    slowed.intra.alpha *= f;
+    slowed.intra.bytes_per_s /= f;
+    tl = predict_once(p, plan, slowed, f);
     if (plan.cores <= 0) break;
     double worst = 0;
     for (int h = 0; h < t.hosts; ++h) {

@@ -32,6 +32,7 @@ struct Plan {
   int accumulate = 1;
   double activation_bytes = 4;  // per element sent between stages (bf16: 2)
   double cores = 0;             // compute units per host that ranks share (0: one per rank)
+  bool busy_wait = false;       // ranks poll in blocking MPI calls: waiting holds a core
 };
 
 // One optimizer step, the parts summing to `step` (seconds).

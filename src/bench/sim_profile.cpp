@@ -77,6 +77,33 @@ double time_optimizer(nn::Model& model) {
   return best;
 }
 
+// Names, parameters, activation bytes and FLOPs of the model's top-level
+// layers (times left at 0).
+Profile describe_layers(nn::Model& model, const std::string& name, int64_t batch) {
+  Profile p;
+  p.model = name;
+  p.batch = batch;
+  const bool tokens = model.spec().input.kind == nn::InputKind::kTokens;
+  p.positions = tokens ? model.input_shape()[0] : 1;
+  nn::Sequential& layers = model.layers();
+  Shape s = {1};
+  for (int64_t d : model.input_shape()) s.push_back(d);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerCost l;
+    l.name = layers.child_name(i).empty() ? "layer" + std::to_string(i) : layers.child_name(i);
+    l.params = layers.child(i).num_params();
+    l.flops = layers.child(i).flops(Shape(s.begin() + 1, s.end()));
+    s = layers.child(i).output_shape(s);
+    l.out_bytes = 4.0 * double(numel(s));
+    p.layers.push_back(l);
+  }
+  // Tied parameters (GPT-2's lm_head) are counted once, by their owner.
+  const int64_t listed = p.params();
+  if (listed != model.num_params() && !p.layers.empty())
+    p.layers.back().params -= listed - model.num_params();
+  return p;
+}
+
 }  // namespace
 
 Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int64_t batch,
@@ -86,34 +113,30 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   auto model = nn::build_model(nn::find_model(name, seq, vocab), 0);
   // Best of 8 after a warm-up: other processes on the machine only ever add time.
   const LayerTimes t = time_layers_split(*model, batch, 9);
-  Profile p;
-  p.model = name;
-  p.batch = batch;
+  Profile p = describe_layers(*model, name, batch);
   p.threads = threads;
-  const bool tokens = model->spec().input.kind == nn::InputKind::kTokens;
-  p.positions = tokens ? model->input_shape()[0] : 1;
-  nn::Sequential& layers = model->layers();
-  Shape s = {1};
-  for (int64_t d : model->input_shape()) s.push_back(d);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    LayerCost l;
-    l.name = layers.child_name(i).empty() ? "layer" + std::to_string(i) : layers.child_name(i);
-    l.forward = t.forward[i];
-    l.backward = t.backward[i];
-    l.params = layers.child(i).num_params();
-    l.flops = layers.child(i).flops(Shape(s.begin() + 1, s.end()));
-    s = layers.child(i).output_shape(s);
-    l.out_bytes = 4.0 * double(numel(s));
-    p.layers.push_back(l);
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    p.layers[i].forward = t.forward[i];
+    p.layers[i].backward = t.backward[i];
   }
-  // Tied parameters (GPT-2's lm_head) are counted once, by their owner.
-  const int64_t listed = p.params();
-  if (listed != model->num_params() && !p.layers.empty())
-    p.layers.back().params -= listed - model->num_params();
   const double loss = time_loss(*model, batch);
   p.layers.back().forward += loss / 2;  // the loss and its gradient are one pass
   p.layers.back().backward += loss / 2;
   p.optimizer = time_optimizer(*model);
+  return p;
+}
+
+Profile flops_profile(const std::string& name, int64_t seq, int64_t vocab, int64_t batch,
+                      double gflops) {
+  COHORT_INPUT_CHECK(batch >= 1, "--batch must be at least 1, got ", batch);
+  COHORT_INPUT_CHECK(gflops > 0, "--compute flops:RATE: the rate must be positive GFLOP/s");
+  auto model = nn::build_model(nn::find_model(name, seq, vocab), 0);
+  Profile p = describe_layers(*model, name, batch);
+  p.source = "flops at " + std::to_string(int64_t(gflops)) + " GFLOP/s";
+  for (auto& l : p.layers) {
+    l.forward = l.flops * double(batch) / (gflops * 1e9);
+    l.backward = 2 * l.forward;  // input and weight gradients: two products per forward one
+  }
   return p;
 }
 

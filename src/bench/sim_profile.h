@@ -42,6 +42,12 @@ struct Profile {
 Profile measure_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
                         int threads);
 
+// A profile from the model's FLOPs alone: forward = FLOPs x batch / rate,
+// backward twice that, no optimizer time: another machine's figures from
+// its FLOP rate (`--compute flops:GFLOPS`).
+Profile flops_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
+                      double gflops);
+
 // JSON round trip ({"model", "batch", "positions", "threads", "optimizer_s",
 // "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
 // "flops"}]}). load: InputError naming the file and the key at fault.

@@ -45,7 +45,10 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--calibrate-inter", c.calibrate_inter, "a `cohort bench comm` output run between hosts: fit --link");
   app.add_option("--cores", c.plan.cores,
                  "compute units a host's ranks share (0: one per rank; this machine: about 1)");
-  app.add_option("--compute", c.compute, "measured (time each layer here) | a --save-compute FILE");
+  app.add_flag("--busy-wait", c.plan.busy_wait,
+               "with --cores: ranks poll while they wait in MPI (OpenMPI's blocking calls), so "
+               "waiting takes a core too (dp, ZeRO 1, pipelines)");
+  app.add_option("--compute", c.compute, "measured (time each layer here) | flops:GFLOPS (the model's FLOPs at that rate per rank) | a --save-compute FILE");
   app.add_option("--save-compute", c.save_compute, "write the compute profile used to FILE (JSON)");
   app.add_option("--threads", c.threads, "measuring: threads (0: this machine's CPUs)");
   app.add_option("--sweep", c.sweep, "ranks, comma list (1,2,4,...,1024): table and efficiency plot");
@@ -125,6 +128,14 @@ sim::Profile compute_profile(const SimulateConfig& c) {
                        ": measured compute is fp32; give another precision's times with --compute FILE");
     const int threads = c.threads > 0 ? c.threads : usable_cpus();
     p = sim::measure_profile(c.model, c.seq, c.vocab, sim::rows_per_pass(c.plan), threads);
+  } else if (c.compute.rfind("flops:", 0) == 0) {
+    double rate = 0;
+    try {
+      rate = std::stod(c.compute.substr(6));
+    } catch (const std::logic_error&) {
+      throw InputError("--compute " + c.compute + ": flops:RATE takes GFLOP/s per rank");
+    }
+    p = sim::flops_profile(c.model, c.seq, c.vocab, sim::rows_per_pass(c.plan), rate);
   } else {
     p = sim::load_profile(c.compute);
     COHORT_INPUT_CHECK(p.model == c.model, "--compute ", c.compute, ": its model is ", p.model,

@@ -148,6 +148,35 @@ TEST(SimModel, RanksSharingCoresSlowEachOther) {
   EXPECT_NEAR(predict(uniform(3), plan, one_host(2, 0, 1e30)).step, 9.0, 1e-9);
 }
 
+TEST(SimModel, PollingPipelineRanksHoldTheirCores) {
+  // Two stages, one micro-batch (mp): each stage idles half the step. Polite
+  // waits leave the core to the other stage (no slow-down); polling ones
+  // hold it, so two ranks on one compute unit run at half speed.
+  Plan plan;
+  plan.parallel = "mp";
+  plan.stages = 2;
+  plan.batch = 8;
+  plan.cores = 1;
+  const Topology t = one_host(2, 0, 1e30);
+  EXPECT_NEAR(predict(uniform(2), plan, t).step, 6.0, 1e-9);
+  plan.busy_wait = true;
+  EXPECT_NEAR(predict(uniform(2), plan, t).step, 12.0, 1e-2);
+}
+
+TEST(SimModel, SyncParameterServerMovesEveryWorkersRange) {
+  Profile p = uniform(2, 1000);
+  p.optimizer = 0.5;
+  Plan plan;
+  plan.parallel = "ps";
+  plan.servers = 1;
+  plan.batch = 8;
+  const Topology t = one_host(4, 1e-3, 1e6);  // 3 workers, 1 server
+  const double push = 3 * (1e-3 + 4.0 * 2000 / 1e6);
+  const Prediction r = predict(p, plan, t);
+  EXPECT_NEAR(r.step, 6.0 + 2 * push + 0.5, 1e-9);
+  EXPECT_DOUBLE_EQ(r.samples, 3 * 8);
+}
+
 TEST(SimModel, ComputeFileRoundTrips) {
   const fs::path dir = fs::temp_directory_path() / ("cohort_sim_" + std::to_string(::getpid()));
   fs::create_directories(dir);
