@@ -3,9 +3,12 @@
 
 For each model: measure its per-layer compute profile once (cohort simulate
 --save-compute, best of 8 passes per layer, one thread), the host's
-contention (two single-process `bench step` runs at once against one alone:
---cores), and the shared-memory link (`bench comm`: --calibrate); then for
-each configuration run `cohort bench step` REPS times, alternating
+contention (2 and 4 single-process `bench step` runs at once against one
+alone: --contention) and the shared-memory link (`bench comm`:
+--calibrate); scale the profile so that one rank's prediction is its
+measured step (the anchor); then for each configuration run `cohort bench
+step` (ps: `cohort train`, second epoch) REPS times, alternating
+configurations, keep the best rate, and predict it. Each run `cohort bench step` REPS times, alternating
 configurations, and keep the best rate; predict the same configuration from
 the saved profile and tabulate predicted vs measured step time.
 
@@ -86,22 +89,24 @@ def bench_step(model, mflags, batch, steps, ranks, flags):
 
 
 def contention(model, mflags, batch, steps):
-    """Two single-process runs at once against one alone: cores = 2 t1 / t2."""
+    """k single-process runs at once against one alone (k = 2, 4): the
+    slow-down of each, best of REPS: the --contention curve."""
     args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
             "--threads", "1", "--steps", str(steps), "--warmup", "2"]
-    alone, together = 0.0, 0.0
+    alone, together = 0.0, {2: 0.0, 4: 0.0}
     for _ in range(REPS):
         alone = max(alone, last_json(run(args))["images_per_second"])
-        ps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-              for _ in range(2)]
-        rates = [last_json(p.communicate()[0])["images_per_second"] for p in ps]
-        together = max(together, min(rates))
-    return 2 * together / alone, alone, together
+        for k in together:
+            ps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   text=True) for _ in range(k)]
+            rates = [last_json(p.communicate()[0])["images_per_second"] for p in ps]
+            together[k] = max(together[k], sum(rates) / k)
+    return ",".join("%d:%.3f" % (k, max(1.0, alone / r)) for k, r in together.items()), alone
 
 
 def simulate(model, mflags, profile, ranks, flags, batch, cores, comm_file):
     args = [BIN, "simulate", "--model", model, *mflags, "--compute", profile, "--batch",
-            str(batch), "--hosts", "1", "--ranks-per-host", str(ranks), "--cores", str(cores),
+            str(batch), "--hosts", "1", "--ranks-per-host", str(ranks), "--contention", cores,
             "--calibrate", comm_file, "--busy-wait", *flags]
     return last_json(run(args))
 
@@ -118,9 +123,9 @@ def main(out_dir):
     started = time.time()
     for model in only:
         mflags, batch, steps = MODELS[model]
-        cores, alone, together = contention(model, mflags, batch, steps)
-        print("%s: contention: one %.1f img/s alone, %.1f each of two at once: --cores %.2f"
-              % (model, alone, together, cores), file=sys.stderr)
+        cores, alone = contention(model, mflags, batch, steps)
+        print("%s: one alone %.2f samples/s; --contention %s" % (model, alone, cores),
+              file=sys.stderr)
         # Every configuration's rank computes `batch` rows at once (pipelines
         # take batch x micro-batches), so one profile serves them all.
         prof = os.path.join(tmp, "%s.json" % model)
@@ -180,11 +185,11 @@ def main(out_dir):
 def write_table(out_dir, rows):
     with open(os.path.join(out_dir, "validation.md"), "w") as f:
         f.write("| model | configuration | ranks | measured step ms | predicted step ms | "
-                "error | predicted compute / comm / bubble ms | contention | --cores | anchor |\n")
-        f.write("|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+                "error | predicted compute / comm / bubble ms | slow-down | --contention | anchor |\n")
+        f.write("|---|---|---:|---:|---:|---:|---|---:|---|---:|\n")
         for r in rows:
             p = r["predicted"]
-            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.1f / %.1f / %.1f | x%.2f | %.2f | "
+            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.1f / %.1f / %.1f | x%.2f | %s | "
                     "x%.2f |\n"
                     % (r["model"], r["config"], r["ranks"], r["measured_step_ms"],
                        r["predicted_step_ms"], 100 * r["error"], p["compute_ms"], p["comm_ms"],

@@ -288,6 +288,21 @@ std::vector<size_t> plan_cuts(const Profile& p, const Plan& plan) {
   return balance_cuts(w, plan.stages);
 }
 
+double slow_down(const Plan& plan, double together) {
+  const auto& c = plan.contention;
+  if (c.empty()) return plan.cores > 0 ? std::max(1.0, together / plan.cores) : 1.0;
+  // Points (1, 1), then the measured ones; the segment that holds `together`
+  // (the last one beyond them).
+  double k0 = 1, f0 = 1;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const auto [k, f] = c[i];
+    if (together <= k || i + 1 == c.size())
+      return std::max(1.0, f0 + (f - f0) * (together - k0) / (k - k0));
+    k0 = k, f0 = f;
+  }
+  return 1.0;
+}
+
 int64_t rows_per_pass(const Plan& plan) {
   const bool pipe = plan.parallel == "pp" || plan.parallel == "hybrid";
   return pipe ? std::max<int64_t>(1, plan.batch / plan.micro_batches) : plan.batch;
@@ -315,6 +330,12 @@ void check_plan(const Plan& plan, int world) {
   COHORT_INPUT_CHECK(plan.zero_stage >= 1 && plan.zero_stage <= 3, "--zero-stage must be 1, 2 or 3, got ",
                      plan.zero_stage);
   COHORT_INPUT_CHECK(plan.cores >= 0, "--cores must be at least 0, got ", plan.cores);
+  double last_k = 1;
+  for (const auto& [k, f] : plan.contention) {
+    COHORT_INPUT_CHECK(k > last_k && f >= 1, "--contention: give rising K:FACTOR pairs, K > 1, "
+                       "FACTOR >= 1 (e.g. 2:1.9,4:3.6)");
+    last_k = k;
+  }
   COHORT_INPUT_CHECK(plan.balance == "params" || plan.balance == "time",
                      "--balance: unknown choice '", plan.balance, "' (valid: params, time)");
   const int need = ranks_needed(plan, world);
@@ -374,7 +395,7 @@ Prediction predict(const Profile& prof, const Plan& plan, const Topology& t) {
     slowed.intra.alpha *= f;
     slowed.intra.bytes_per_s /= f;
     tl = predict_once(p, plan, slowed, f);
-    if (plan.cores <= 0) break;
+    if (plan.cores <= 0 && plan.contention.empty()) break;
     double worst = 0;
     for (int h = 0; h < t.hosts; ++h) {
       double together = 0;
@@ -382,7 +403,7 @@ Prediction predict(const Profile& prof, const Plan& plan, const Topology& t) {
         if (t.host_of(int(r)) == h) together += tl.busy[r];  // ranks computing at once, on average
       worst = std::max(worst, together);
     }
-    const double next = 0.5 * (f + std::max(1.0, worst / plan.cores));  // damped
+    const double next = 0.5 * (f + slow_down(plan, worst));  // damped
     if (std::abs(next - f) < 1e-4) break;
     f = next;
   }

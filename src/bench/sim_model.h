@@ -33,6 +33,10 @@ struct Plan {
   double activation_bytes = 4;  // per element sent between stages (bf16: 2)
   double cores = 0;             // compute units per host that ranks share (0: one per rank)
   bool busy_wait = false;       // ranks poll in blocking MPI calls: waiting holds a core
+  // Measured slow-down at k ranks computing at once on a host ({k, factor},
+  // rising k); when given it replaces `cores` (interpolated linearly, 1 at
+  // one rank, extrapolated at the last slope).
+  std::vector<std::pair<double, double>> contention;
 };
 
 // One optimizer step, the parts summing to `step` (seconds).
@@ -46,6 +50,9 @@ struct Prediction {
   double contention = 1;  // compute slow-down from ranks sharing a host's cores
   double rate() const { return samples / step; }
 };
+
+// The compute slow-down when `together` ranks of a host compute at once.
+double slow_down(const Plan& plan, double together);
 
 // Ranks a plan runs on (its --stages x --dp, or the topology's size).
 int ranks_needed(const Plan& plan, int world);

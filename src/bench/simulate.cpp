@@ -45,6 +45,9 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--calibrate-inter", c.calibrate_inter, "a `cohort bench comm` output run between hosts: fit --link");
   app.add_option("--cores", c.plan.cores,
                  "compute units a host's ranks share (0: one per rank; this machine: about 1)");
+  app.add_option("--contention", c.contention,
+                 "measured compute slow-down with K ranks of a host computing at once: "
+                 "K:FACTOR,... (e.g. 2:1.9,4:3.6); replaces --cores");
   app.add_flag("--busy-wait", c.plan.busy_wait,
                "with --cores: ranks poll while they wait in MPI (OpenMPI's blocking calls), so "
                "waiting takes a core too (dp, ZeRO 1, pipelines)");
@@ -108,6 +111,17 @@ sim::Topology resolve(SimulateConfig& c) {
   COHORT_INPUT_CHECK(c.precision == "fp32" || c.precision == "bf16", "--precision: unknown precision '",
                      c.precision, "' (valid: fp32, bf16)");
   c.plan.activation_bytes = c.precision == "bf16" ? 2 : 4;
+  c.plan.contention.clear();
+  std::stringstream list(c.contention);
+  for (std::string item; std::getline(list, item, ',');) {
+    const size_t colon = item.find(':');
+    try {
+      COHORT_INPUT_CHECK(colon != std::string::npos, "--contention: '", item, "' is not K:FACTOR");
+      c.plan.contention.push_back({std::stod(item.substr(0, colon)), std::stod(item.substr(colon + 1))});
+    } catch (const std::logic_error&) {
+      throw InputError("--contention: '" + item + "' is not K:FACTOR");
+    }
+  }
   COHORT_INPUT_CHECK(c.hosts >= 1, "--hosts must be at least 1, got ", c.hosts);
   COHORT_INPUT_CHECK(c.ranks_per_host >= 1, "--ranks-per-host must be at least 1, got ", c.ranks_per_host);
   COHORT_INPUT_CHECK(c.threads >= 0, "--threads must be at least 0, got ", c.threads);

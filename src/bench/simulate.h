@@ -24,6 +24,7 @@ struct SimulateConfig {
   std::string compute = "measured";  // or a profile file (--save-compute writes one)
   std::string save_compute;
   int threads = 0;                   // measuring: threads (0: this machine's CPUs)
+  std::string contention;            // "2:1.9,4:3.6": measured slow-downs (Plan::contention)
   std::string sweep;                 // "1,2,4,...": ranks
   std::string out;                   // --sweep: folder for sweep.json and efficiency.png
 };

@@ -146,6 +146,12 @@ TEST(SimModel, RanksSharingCoresSlowEachOther) {
   EXPECT_NEAR(r.step, 2 * 9.0, 1e-2);
   plan.cores = 2;
   EXPECT_NEAR(predict(uniform(3), plan, one_host(2, 0, 1e30)).step, 9.0, 1e-9);
+  // A measured curve instead: 1.5x at two ranks computing at once, 3x at four.
+  plan.contention = {{2, 1.5}, {4, 3.0}};
+  EXPECT_DOUBLE_EQ(slow_down(plan, 3), 2.25);
+  EXPECT_DOUBLE_EQ(slow_down(plan, 8), 6.0);
+  EXPECT_NEAR(predict(uniform(3), plan, one_host(2, 0, 1e30)).step, 1.5 * 9.0, 1e-2);
+  EXPECT_NEAR(predict(uniform(3), plan, one_host(4, 0, 1e30)).step, 3.0 * 9.0, 1e-2);
 }
 
 TEST(SimModel, PollingPipelineRanksHoldTheirCores) {
@@ -229,6 +235,7 @@ TEST(SimulateCli, BadFlagsExitTwoNamingTheFlag) {
   testing_support::expect_one_line_error(bin + "--schedule zigzag", "--schedule");
   testing_support::expect_one_line_error(bin + "--sweep 1,two", "--sweep");
   testing_support::expect_one_line_error(bin + "--hosts 0", "--hosts");
+  testing_support::expect_one_line_error(bin + "--contention 2-1.5", "--contention");
   testing_support::expect_one_line_error(bin + "--parallel pp --stages 3 --hosts 1", "--stages");
   testing_support::expect_one_line_error(bin + "--compute /nonexistent/c.json", "--compute");
   testing_support::expect_one_line_error(bin + "--calibrate /nonexistent/b.jsonl", "--calibrate");
