@@ -17,11 +17,8 @@ Writes OUT/validation.md, OUT/validation.json and OUT/predicted_vs_measured.png.
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 
 BIN = os.environ.get("COHORT", "build/cohort")
 REPS = int(os.environ.get("REPS", "2"))
@@ -104,98 +101,123 @@ def contention(model, mflags, batch, steps):
     return ",".join("%d:%.3f" % (k, max(1.0, alone / r)) for k, r in together.items()), alone
 
 
-def simulate(model, mflags, profile, ranks, flags, batch, cores, comm_file):
+def simulate(model, mflags, profile, ranks, flags, batch, curve, comm_file, busy):
     args = [BIN, "simulate", "--model", model, *mflags, "--compute", profile, "--batch",
-            str(batch), "--hosts", "1", "--ranks-per-host", str(ranks), "--contention", cores,
-            "--calibrate", comm_file, "--busy-wait", *flags]
+            str(batch), "--hosts", "1", "--ranks-per-host", str(ranks), "--contention", curve,
+            "--calibrate", comm_file, *(["--busy-wait"] if busy else []), *flags]
     return last_json(run(args))
 
 
+def measure(model, inputs, comm_file):
+    """Profile, contention and every configuration's best rate for one model;
+    the anchored profile goes to inputs/<model>.json."""
+    mflags, batch, steps = MODELS[model]
+    curve, alone = contention(model, mflags, batch, steps)
+    print("%s: one alone %.2f samples/s; --contention %s" % (model, alone, curve), file=sys.stderr)
+    # Every configuration's rank computes `batch` rows at once (pipelines
+    # take batch x micro-batches), so one profile serves them all.
+    prof = os.path.join(inputs, "%s.json" % model)
+    run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
+         str(batch), "--threads", "1", "--save-compute", prof])
+    best = {}
+    for _ in range(REPS):  # alternate configurations, keep each one's best
+        for name, ranks, flags, mult in CONFIGS:
+            try:
+                ips = bench_step(model, mflags, batch * mult, steps, ranks, flags)
+            except RuntimeError as e:
+                print("  %s: %s" % (name, e), file=sys.stderr)
+                continue
+            best[name] = max(best.get(name, 0.0), ips)
+    # Anchor: scale the layer times so that one rank's predicted step is its
+    # measured one (the profile's best-of-8 per layer misses the step's own
+    # overheads and the load other processes put here).
+    single = rate(simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, curve,
+                           comm_file, False))
+    anchor = single / best["single"]
+    with open(prof) as f:
+        pj = json.load(f)
+    for l in pj["layers"]:
+        l["forward_s"] *= anchor
+        l["backward_s"] *= anchor
+    pj["optimizer_s"] *= anchor
+    with open(prof, "w") as f:
+        json.dump(pj, f, indent=1)
+    print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
+    return {"contention": curve, "alone": alone, "anchor": anchor, "best": best}
+
+
+def rate(pred):
+    """Samples (sequences for token models) per second of a prediction."""
+    if "tokens_per_s" in pred:
+        return pred["tokens_per_s"] / 64
+    return pred["images_per_s"]
+
+
+def predict_all(out_dir, inputs, measured):
+    comm_file = os.path.join(inputs, "comm.jsonl")
+    rows = []
+    for model, m in measured.items():
+        mflags, batch, _ = MODELS[model]
+        prof = os.path.join(inputs, "%s.json" % model)
+        for name, ranks, flags, mult in CONFIGS:
+            if name not in m["best"]:
+                continue
+            row = {"model": model, "config": name, "ranks": ranks, "cores": m["contention"],
+                   "anchor": m["anchor"]}
+            for wait, busy in (("yielding", False), ("polling", True)):
+                pred = simulate(model, mflags, prof, ranks, flags, batch * mult, m["contention"],
+                                comm_file, busy)
+                samples = rate(pred) * pred["step_ms"] / 1e3
+                row["measured_step_ms"] = 1e3 * samples / m["best"][name]
+                row[wait] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms",
+                                                  "bubble_ms", "contention")}
+                row[wait]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
+            rows.append(row)
+            print("  %-30s measured %9.1f ms  predicted %9.1f (yielding) %9.1f (polling)"
+                  % (name, row["measured_step_ms"], row["yielding"]["step_ms"],
+                     row["polling"]["step_ms"]), file=sys.stderr)
+    with open(os.path.join(out_dir, "validation.json"), "w") as f:
+        json.dump({"reps": REPS, "measured": measured, "rows": rows}, f, indent=1)
+    write_table(out_dir, rows)
+    plot(out_dir, rows)
+
+
 def main(out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="cohort_validate_")
-    comm_file = os.path.join(tmp, "comm.jsonl")
+    """REPREDICT=1: predict again from OUT/inputs (no measuring)."""
+    inputs = os.path.join(out_dir, "inputs")
+    os.makedirs(inputs, exist_ok=True)
+    if os.environ.get("REPREDICT"):
+        with open(os.path.join(inputs, "measured.json")) as f:
+            measured = json.load(f)
+        return predict_all(out_dir, inputs, measured)
+    comm_file = os.path.join(inputs, "comm.jsonl")
     with open(comm_file, "w") as f:
         f.write(run([BIN, "bench", "comm", "--workers", "2", "--peer", "none", "--max-bytes",
                      str(16 << 20), "--seconds", "0.03"]))
-    only = os.environ.get("MODELS", ",".join(MODELS)).split(",")
-    rows = []
-    started = time.time()
-    for model in only:
-        mflags, batch, steps = MODELS[model]
-        cores, alone = contention(model, mflags, batch, steps)
-        print("%s: one alone %.2f samples/s; --contention %s" % (model, alone, cores),
-              file=sys.stderr)
-        # Every configuration's rank computes `batch` rows at once (pipelines
-        # take batch x micro-batches), so one profile serves them all.
-        prof = os.path.join(tmp, "%s.json" % model)
-        run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
-             str(batch), "--threads", "1", "--save-compute", prof])
-        best = {}
-        for _ in range(REPS):  # alternate configurations, keep each one's best
-            for name, ranks, flags, mult in CONFIGS:
-                try:
-                    ips = bench_step(model, mflags, batch * mult, steps, ranks, flags)
-                except RuntimeError as e:
-                    print("  %s: %s" % (name, e), file=sys.stderr)
-                    continue
-                best[name] = max(best.get(name, 0.0), ips)
-        # Anchor: scale the layer times so that one rank's predicted step is
-        # its measured one (the profile's best-of-8 per layer misses the
-        # step's own overheads and the load other processes put here).
-        single = simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, cores, comm_file)
-        key = "tokens_per_s" if "tokens_per_s" in single else "images_per_s"
-        per = 64 if key == "tokens_per_s" else 1
-        anchor = (single[key] / per) / best["single"]
-        with open(prof) as f:
-            pj = json.load(f)
-        for l in pj["layers"]:
-            l["forward_s"] *= anchor
-            l["backward_s"] *= anchor
-        pj["optimizer_s"] *= anchor
-        with open(prof, "w") as f:
-            json.dump(pj, f)
-        print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
-        for name, ranks, flags, mult in CONFIGS:
-            if name not in best:
-                continue
-            pred = simulate(model, mflags, prof, ranks, flags, batch * mult, cores, comm_file)
-            key = "tokens_per_s" if "tokens_per_s" in pred else "images_per_s"
-            per = 64 if key == "tokens_per_s" else 1
-            p_ips = pred[key] / per
-            m_ips = best[name]
-            samples = p_ips * pred["step_ms"] / 1e3
-            row = {"model": model, "config": name, "ranks": ranks,
-                   "measured_step_ms": 1e3 * samples / m_ips, "predicted_step_ms": pred["step_ms"],
-                   "predicted": {k: pred[k] for k in ("compute_ms", "comm_ms", "bubble_ms",
-                                                      "contention")},
-                   "cores": cores, "anchor": anchor}
-            row["error"] = row["predicted_step_ms"] / row["measured_step_ms"] - 1
-            rows.append(row)
-            print("  %-30s measured %9.1f ms  predicted %9.1f ms  (%+.1f%%)"
-                  % (name, row["measured_step_ms"], row["predicted_step_ms"], 100 * row["error"]),
-                  file=sys.stderr)
-    with open(os.path.join(out_dir, "validation.json"), "w") as f:
-        json.dump({"reps": REPS, "seconds": time.time() - started, "rows": rows}, f, indent=1)
-    write_table(out_dir, rows)
-    plot(out_dir, rows)
-    shutil.rmtree(tmp, ignore_errors=True)
+    measured = {}
+    for model in os.environ.get("MODELS", ",".join(MODELS)).split(","):
+        measured[model] = measure(model, inputs, comm_file)
+        with open(os.path.join(inputs, "measured.json"), "w") as f:
+            json.dump(measured, f, indent=1)
+    predict_all(out_dir, inputs, measured)
 
 
 def write_table(out_dir, rows):
     with open(os.path.join(out_dir, "validation.md"), "w") as f:
-        f.write("| model | configuration | ranks | measured step ms | predicted step ms | "
-                "error | predicted compute / comm / bubble ms | slow-down | --contention | anchor |\n")
-        f.write("|---|---|---:|---:|---:|---:|---|---:|---|---:|\n")
+        f.write("| model | configuration | ranks | measured step ms | predicted, yielding waits | "
+                "error | predicted, polling waits | error | compute / comm / bubble ms (yielding)"
+                " | slow-down |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
         for r in rows:
-            p = r["predicted"]
-            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.1f / %.1f / %.1f | x%.2f | %s | "
-                    "x%.2f |\n"
-                    % (r["model"], r["config"], r["ranks"], r["measured_step_ms"],
-                       r["predicted_step_ms"], 100 * r["error"], p["compute_ms"], p["comm_ms"],
-                       p["bubble_ms"], p["contention"], r["cores"], r["anchor"]))
-        within = sum(1 for r in rows if abs(r["error"]) <= 0.15)
-        f.write("\n%d of %d configurations within 15%%.\n" % (within, len(rows)))
+            y, p = r["yielding"], r["polling"]
+            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% | %.0f / %.0f / %.0f "
+                    "| x%.2f |\n"
+                    % (r["model"], r["config"], r["ranks"], r["measured_step_ms"], y["step_ms"],
+                       100 * y["error"], p["step_ms"], 100 * p["error"], y["compute_ms"],
+                       y["comm_ms"], y["bubble_ms"], y["contention"]))
+        for wait in ("yielding", "polling"):
+            within = sum(1 for r in rows if abs(r[wait]["error"]) <= 0.15)
+            f.write("\n%s waits: %d of %d configurations within 15%%." % (wait, within, len(rows)))
+        f.write("\n")
 
 
 def plot(out_dir, rows):
@@ -207,10 +229,13 @@ def plot(out_dir, rows):
     for model in colours:
         pts = [r for r in rows if r["model"] == model]
         if pts:
-            ax.scatter([r["measured_step_ms"] for r in pts], [r["predicted_step_ms"] for r in pts],
-                       color=colours[model], label=model)
-    lo = min(min(r["measured_step_ms"], r["predicted_step_ms"]) for r in rows) * 0.7
-    hi = max(max(r["measured_step_ms"], r["predicted_step_ms"]) for r in rows) * 1.4
+            ax.scatter([r["measured_step_ms"] for r in pts], [r["yielding"]["step_ms"] for r in pts],
+                       color=colours[model], marker="o", label=model + " (yielding waits)")
+            ax.scatter([r["measured_step_ms"] for r in pts], [r["polling"]["step_ms"] for r in pts],
+                       color=colours[model], marker="x", label=model + " (polling waits)")
+    every = [v for r in rows for v in (r["measured_step_ms"], r["yielding"]["step_ms"],
+                                         r["polling"]["step_ms"])]
+    lo, hi = min(every) * 0.7, max(every) * 1.4
     ax.plot([lo, hi], [lo, hi], color="#888888", linestyle=":", label="predicted = measured")
     ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="#888888",
                     alpha=0.12, label="within 15%")
