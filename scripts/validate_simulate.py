@@ -27,7 +27,7 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 # model -> (extra model flags, per-rank batch, bench steps)
 MODELS = {
     "mnist-large": ([], 32, 6),
-    "resnet50": ([], 8, 4),
+    "cifar-resnet50": ([], 8, 4),
     "gpt2": (["--seq", "64"], 2, 3),
 }
 # (name, ranks, strategy flags, batch multiplier: pipelines take the whole batch)
@@ -225,7 +225,7 @@ def plot(out_dir, rows):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.5, 5))
-    colours = {"mnist-large": "#1f5fa8", "resnet50": "#e07000", "gpt2": "#2a8a3a"}
+    colours = {"mnist-large": "#1f5fa8", "cifar-resnet50": "#e07000", "gpt2": "#2a8a3a"}
     for model in colours:
         pts = [r for r in rows if r["model"] == model]
         if pts:
