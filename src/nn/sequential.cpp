@@ -82,6 +82,7 @@ const Tensor& Sequential::backward_range(size_t begin, size_t end, const Tensor&
   const Tensor* g = &dy;
   for (size_t i = end; i-- > begin;) {
     Module& m = *children_[i].second;
+    if (m.frozen()) break;  // so is everything below it: no gradient work at all
     g = &m.backward(*g, ctx);
     if (m.needs_input_grad()) store_as_f16(*g, ctx);
     // A nested Sequential has announced its children already.
@@ -89,6 +90,16 @@ const Tensor& Sequential::backward_range(size_t begin, size_t end, const Tensor&
     if (m.num_params() && ctx.grad_ready && !nested) ctx.grad_ready(m.param_begin(), m.param_end());
   }
   return *g;
+}
+
+void Sequential::set_needs_input_grad(bool v) {
+  needs_input_grad_ = v;
+  if (!children_.empty()) children_.front().second->set_needs_input_grad(v);
+}
+
+void Sequential::set_frozen(bool v) {
+  frozen_ = v;
+  for (auto& c : children_) c.second->set_frozen(v);
 }
 
 Residual::Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut,
@@ -138,11 +149,24 @@ const Tensor& Residual::backward(const Tensor& dy, Context& ctx) {
   auto ready = std::move(ctx.grad_ready);
   ctx.grad_ready = nullptr;
   const Tensor& db = branch_->backward(dsum, ctx);
-  ensure(dx_, x_.shape(), x_.dtype());
   const Tensor& ds = shortcut_ ? shortcut_->backward(dsum, ctx) : dsum;
-  ops::add(db, ds, dx_, dx_.numel());
   ctx.grad_ready = std::move(ready);
+  if (!needs_input_grad_) return dx_;
+  ensure(dx_, x_.shape(), x_.dtype());
+  ops::add(db, ds, dx_, dx_.numel());
   return dx_;
+}
+
+void Residual::set_frozen(bool v) {
+  frozen_ = v;
+  branch_->set_frozen(v);
+  if (shortcut_) shortcut_->set_frozen(v);
+}
+
+void Residual::set_needs_input_grad(bool v) {
+  needs_input_grad_ = v;
+  branch_->set_needs_input_grad(v);
+  if (shortcut_) shortcut_->set_needs_input_grad(v);
 }
 
 std::unique_ptr<Module> basic_block(int64_t c_in, int64_t c_out, int64_t stride) {

@@ -10,7 +10,8 @@ namespace {
 
 std::shared_ptr<const ModelSpec> spec(const char* name, const char* description, InputSpec input,
                                       int classes, InitStyle init,
-                                      std::function<std::unique_ptr<Sequential>()> layers) {
+                                      std::function<std::unique_ptr<Sequential>()> layers,
+                                      const char* head) {
   auto s = std::make_shared<ModelSpec>();
   s->name = name;
   s->description = description;
@@ -19,6 +20,7 @@ std::shared_ptr<const ModelSpec> spec(const char* name, const char* description,
   s->classes = classes;
   s->init = init;
   s->layers = std::move(layers);
+  s->head = head;
   return s;
 }
 
@@ -30,15 +32,18 @@ const std::vector<std::shared_ptr<const ModelSpec>>& model_zoo() {
   const InitStyle keras = InitStyle::kKeras, torch = InitStyle::kTorch;
   static const std::vector<std::shared_ptr<const ModelSpec>> kZoo = {
       spec("mnist-small", "conv32-fc64-fc10, 'same' padding (PyTorch vs TensorFlow study)", mnist,
-           10, keras, mnist_small),
+           10, keras, mnist_small, "fc2"),
       spec("mnist-large", "conv128-conv256-conv512-fc512-fc512-fc10, valid padding (same study)",
-           mnist, 10, keras, mnist_large),
+           mnist, 10, keras, mnist_large, "fc3"),
       spec("lenet", "conv10-conv20-fc50-fc10, the classic PyTorch MNIST example", mnist, 10, torch,
-           lenet),
-      spec("vgg16", "VGG-16 with batch-norm, CIFAR-10 input", cifar, 10, torch, vgg16),
-      spec("resnet50", "ResNet-50, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(50); }),
-      spec("resnet101", "ResNet-101, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(101); }),
-      spec("resnet152", "ResNet-152, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(152); }),
+           lenet, "fc2"),
+      spec("vgg16", "VGG-16 with batch-norm, CIFAR-10 input", cifar, 10, torch, vgg16, "fc"),
+      spec("resnet50", "ResNet-50, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(50); },
+           "fc"),
+      spec("resnet101", "ResNet-101, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(101); },
+           "fc"),
+      spec("resnet152", "ResNet-152, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(152); },
+           "fc"),
       // GPT-2 as Hugging Face and llm.c define it; gpt2-tiny reads bytes, for tests.
       gpt2_spec("gpt2-tiny", "GPT-2 for tests", {4, 64, 4, 256, 64}),
       gpt2_spec("gpt2", "GPT-2 124M", {12, 768, 12, 50257, 1024}),
@@ -70,6 +75,22 @@ std::shared_ptr<const ModelSpec> find_model(const std::string& name, int64_t seq
   COHORT_INPUT_CHECK(seq >= 0 && seq <= 65536, "--seq must be 1..65536, got ", seq);
   COHORT_INPUT_CHECK(vocab >= 0 && vocab <= (1 << 24), "--vocab must be 1..16777216, got ", vocab);
   return spec->with_tokens(seq, vocab);
+}
+
+std::shared_ptr<const ModelSpec> with_image_size(std::shared_ptr<const ModelSpec> spec,
+                                                 int64_t size) {
+  COHORT_INPUT_CHECK(spec->input.kind == InputKind::kImage, "--resize: --model ", spec->name,
+                     " reads token sequences, not images");
+  COHORT_INPUT_CHECK(size >= 1 && size <= 1024, "--resize must be 1..1024, got ", size);
+  auto s = std::make_shared<ModelSpec>(*spec);
+  s->input.shape = {size, size, spec->input.shape[2]};
+  try {
+    s->layers()->output_shape({1, size, size, spec->input.shape[2]});
+  } catch (const Error& e) {
+    throw InputError(detail::concat("--resize ", size, ": --model ", spec->name, " cannot take ",
+                                    size, "x", size, " images (", e.what(), ")"));
+  }
+  return s;
 }
 
 int64_t count_params(const ModelSpec& spec) {

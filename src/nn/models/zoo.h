@@ -40,4 +40,10 @@ std::shared_ptr<const ModelSpec> gpt2_spec(const std::string& name, const std::s
 // model's own); InputError naming --seq / --vocab for a model of images.
 std::shared_ptr<const ModelSpec> find_model(const std::string& name, int64_t seq, int64_t vocab);
 
+// `spec` fed size x size images (--resize); InputError naming --resize for a
+// token model, a size out of 1..1024, or layers that cannot take that size
+// (a Flatten sized for the stored images).
+std::shared_ptr<const ModelSpec> with_image_size(std::shared_ptr<const ModelSpec> spec,
+                                                 int64_t size);
+
 }  // namespace cohort::nn
