@@ -79,7 +79,16 @@ void add_train(CLI::App& app, TrainConfig& c) {
                  "figures are then 0)");
   app.add_option("--save", c.save,
                  "after each epoch write a safetensors checkpoint: weights, optimizer state, epoch");
-  app.add_option("--load", c.load, "start a new run from a checkpoint's weights (any optimizer)");
+  app.add_option("--load", c.load,
+                 "start a new run from a checkpoint's weights (any optimizer), or from a "
+                 "torchvision state dict saved as safetensors: tensors whose name and shape "
+                 "match load, a classifier head of another shape is re-initialized");
+  app.add_option("--num-classes", c.num_classes,
+                 "classifiers: a head of K outputs (0: the model's own)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--load-partial", c.load_partial,
+               "--load: let tensors other than the head differ in shape, be missing (they keep "
+               "their initialization) or be extra in the file (ignored)");
   app.add_option("--resume", c.resume,
                  "continue a --save'd run: weights, optimizer state, lr schedule, next epoch "
                  "(--epochs is the whole run's); auto: the newest commit in --checkpoint-dir, "
@@ -147,9 +156,9 @@ int launch_workers(int argc, char** argv, int workers, int threads) {
 }
 
 int list_models() {
-  std::printf("%-12s %12s  %s\n", "model", "parameters", "description");
+  std::printf("%-16s %12s  %s\n", "model", "parameters", "description");
   for (auto& spec : nn::model_zoo()) {
-    std::printf("%-12s %12lld  %s\n", spec->name.c_str(), (long long)nn::count_params(*spec),
+    std::printf("%-16s %12lld  %s\n", spec->name.c_str(), (long long)nn::count_params(*spec),
                 spec->description.c_str());
   }
   return 0;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/dataset.h"
 
 #include "nn/models/zoo.h"
 
@@ -11,8 +12,13 @@ namespace cohort {
 
 RunSettings TrainConfig::run_settings() const {
   RunSettings r;
-  r.model = nn::find_model(model, seq, vocab);
-  if (resize > 0) r.model = nn::with_image_size(r.model, resize);
+  r.model = nn::with_classes(nn::find_model(model, seq, vocab), num_classes);
+  // Models that take any image size (adaptive pooling) take the data set's,
+  // or --resize's (data/augment.h scales the images to it).
+  if (resize > 0)
+    r.model = nn::with_image_size(r.model, resize);
+  else if (const Shape img = dataset_image_shape(data); r.model->with_image && img.size() == 3)
+    r.model = nn::with_image(r.model, img[0], img[1], "--data " + data);
   r.freeze = freeze;
   r.batch = batch;
   r.accumulate = accumulate;
@@ -35,7 +41,7 @@ std::string TrainConfig::describe() const {
      << total_steps << "\n--min-lr " << min_lr << "\n--clip " << clip_norm
      << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval "
      << eval << "\n--parallel " << parallel << "\n--accumulate " << accumulate << "\n--timeout "
-     << timeout << "\n--memory-check " << memory_check << "\n--config " << config << "\n--load " << load << "\n--resume " << resume << "\n--save " << save
+     << timeout << "\n--memory-check " << memory_check << "\n--config " << config << "\n--load " << load << "\n--num-classes " << num_classes << "\n--load-partial " << load_partial << "\n--resume " << resume << "\n--save " << save
      << "\n--commit-every " << commit_every << "\n--checkpoint-dir " << checkpoint_dir
      << "\n--global-batch " << global_batch << "\n--stop-after-steps " << stop_after_steps << "\n"
      << precision.describe() << strategies->describe();

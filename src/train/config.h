@@ -46,6 +46,12 @@ struct TrainConfig {
   std::string log = "human";  // human | jsonl
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
   std::string save, load, resume;  // train/resume.h ("auto": the newest commit)
+  // Classifiers: a head of K outputs (0: the model's own). --load then loads
+  // every tensor whose name and shape match and re-initializes the head where
+  // the file's differs; --load-partial also lets other tensors differ or be
+  // missing (they keep their initialization) and the file hold others.
+  int64_t num_classes = 0;
+  bool load_partial = false;
   // Elastic runs (train/commits.h): commit every K optimizer updates and at
   // every epoch end (0: off) to this folder; --global-batch G holds the
   // global batch at G whatever the world (per-rank batch G / ranks).

@@ -23,7 +23,7 @@ namespace {
 //   mnist-large  synthetic --limit 256 --batch 128   5.2 (512: 3.9)
 //   gpt2-tiny    text --limit 256 --batch 32         1.9 (8: 1.5)
 //   gpt2         text --seq 64 --batch 1             about 1.5 (RSS 2.0 GB during eval)
-//   resnet50     cifar10 --batch 128                 about 3 (BENCHMARKS: peaks at 15 GB;
+//   cifar-resnet50 cifar10 --batch 128               about 3 (BENCHMARKS: peaks at 15 GB;
 //                                                    this estimate says 18.9)
 // 4 keeps every one of these within 20% or above it (mnist-large at 128:
 // -12%; gpt2-tiny at 32: +80%, where activations are nearly all there is).

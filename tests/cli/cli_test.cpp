@@ -111,7 +111,7 @@ TEST(Cli, CorruptCifarFile) {
   fs::path d = temp_dir("cifar");
   write(d / "data_batch_1.bin", std::string(3073 + 5, '\0'));
   // --memory-check off: ResNet-50 at batch 128 (about 19 GB) is refused first on a smaller machine.
-  expect_one_line_error("train --model resnet50 --memory-check off --data cifar10 --data-dir " +
+  expect_one_line_error("train --model cifar-resnet50 --memory-check off --data cifar10 --data-dir " +
                             d.string(),
                         "data_batch_1.bin");
   fs::remove_all(d);

@@ -162,6 +162,8 @@ raw = open(sys.argv[2], 'rb').read()
 (n,) = struct.unpack('<Q', raw[:8])
 h = json.loads(raw[8:8 + n]); h.pop('__metadata__', None)
 for k, e in h.items():
+    if e['dtype'] != 'F32':  # num_batches_tracked (I64)
+        continue
     b, end = e['data_offsets']
     before[k] = torch.frombuffer(bytearray(raw[8 + n + b:8 + n + end]), dtype=torch.float32).reshape(e['shape'])
 class Block(nn.Module):

@@ -8,42 +8,90 @@ namespace cohort::nn {
 
 namespace {
 
-std::shared_ptr<const ModelSpec> spec(const char* name, const char* description, InputSpec input,
-                                      int classes, InitStyle init,
-                                      std::function<std::unique_ptr<Sequential>()> layers,
-                                      const char* head) {
+// A classifier of images, as registered: its layers for K classes and the
+// input it takes (any size from `min_image` up when min_image > 0).
+struct ImageModel {
+  std::string name, description;
+  InputSpec input;
+  int classes = 10;
+  InitStyle init = InitStyle::kTorch;
+  std::string head;  // ModelSpec::head
+  std::function<std::unique_ptr<Sequential>(int64_t classes)> layers;
+  int64_t min_image = 0;
+};
+
+std::shared_ptr<const ModelSpec> spec_of(const ImageModel& m) {
   auto s = std::make_shared<ModelSpec>();
-  s->name = name;
-  s->description = description;
-  s->input = input;
+  s->name = m.name;
+  s->description = m.description;
+  s->input = m.input;
   s->output = OutputKind::kClasses;
-  s->classes = classes;
-  s->init = init;
-  s->layers = std::move(layers);
-  s->head = head;
+  s->classes = m.classes;
+  s->init = m.init;
+  s->head = m.head;
+  s->layers = [f = m.layers, k = m.classes] { return f(k); };
+  s->with_classes = [m](int64_t k) {
+    ImageModel v = m;
+    v.classes = int(k);
+    return spec_of(v);
+  };
+  s->min_image = m.min_image;
+  if (m.min_image > 0)
+    s->with_image = [m](int64_t h, int64_t w) {
+      ImageModel v = m;
+      v.input = InputSpec::image(h, w, m.input.shape[2]);
+      return spec_of(v);
+    };
   return s;
+}
+
+std::shared_ptr<const ModelSpec> spec(const char* name, const std::string& description, InputSpec input,
+                                      InitStyle init, const char* head,
+                                      std::function<std::unique_ptr<Sequential>(int64_t)> layers,
+                                      int64_t min_image = 0) {
+  return spec_of({name, description, input, 10, init, head, std::move(layers), min_image});
 }
 
 }  // namespace
 
+// Two families of VGG and ResNet: the CIFAR-stem variants (cifar-*, 32x32
+// input, the studies' models) and torchvision's ImageNet architectures under
+// torchvision's own names (any input from 32x32; 224x224 natively), so that
+// `--load` takes a torchvision state dict saved as safetensors as it is.
 const std::vector<std::shared_ptr<const ModelSpec>>& model_zoo() {
   const InputSpec mnist = InputSpec::image(28, 28, 1), cifar = InputSpec::image(32, 32, 3);
+  const InputSpec imagenet = InputSpec::image(224, 224, 3);
   // The study defined its two MNIST models in Keras: they start from Keras' init.
   const InitStyle keras = InitStyle::kKeras, torch = InitStyle::kTorch;
+  const char* tv = "ImageNet architecture (torchvision), any input >= 32x32";
+  auto tv_about = [tv](const char* what) { return std::string(what) + ", " + tv; };
   static const std::vector<std::shared_ptr<const ModelSpec>> kZoo = {
       spec("mnist-small", "conv32-fc64-fc10, 'same' padding (PyTorch vs TensorFlow study)", mnist,
-           10, keras, mnist_small, "fc2"),
+           keras, "fc2", mnist_small),
       spec("mnist-large", "conv128-conv256-conv512-fc512-fc512-fc10, valid padding (same study)",
-           mnist, 10, keras, mnist_large, "fc3"),
-      spec("lenet", "conv10-conv20-fc50-fc10, the classic PyTorch MNIST example", mnist, 10, torch,
-           lenet, "fc2"),
-      spec("vgg16", "VGG-16 with batch-norm, CIFAR-10 input", cifar, 10, torch, vgg16, "fc"),
-      spec("resnet50", "ResNet-50, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(50); },
-           "fc"),
-      spec("resnet101", "ResNet-101, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(101); },
-           "fc"),
-      spec("resnet152", "ResNet-152, CIFAR-10 stem", cifar, 10, torch, [] { return resnet(152); },
-           "fc"),
+           mnist, keras, "fc3", mnist_large),
+      spec("lenet", "conv10-conv20-fc50-fc10, the classic PyTorch MNIST example", mnist, torch,
+           "fc2", lenet),
+      spec("cifar-vgg16", "VGG-16 with batch-norm, CIFAR stem (32x32)", cifar, torch, "fc",
+           cifar_vgg16),
+      spec("cifar-resnet50", "ResNet-50, CIFAR stem (32x32)", cifar, torch, "fc",
+           [](int64_t k) { return cifar_resnet(50, k); }),
+      spec("cifar-resnet101", "ResNet-101, CIFAR stem (32x32)", cifar, torch, "fc",
+           [](int64_t k) { return cifar_resnet(101, k); }),
+      spec("cifar-resnet152", "ResNet-152, CIFAR stem (32x32)", cifar, torch, "fc",
+           [](int64_t k) { return cifar_resnet(152, k); }),
+      spec("resnet18", tv_about("ResNet-18"), imagenet, torch, "fc",
+           [](int64_t k) { return tv_resnet(18, k); }, 32),
+      spec("resnet50", tv_about("ResNet-50"), imagenet, torch, "fc",
+           [](int64_t k) { return tv_resnet(50, k); }, 32),
+      spec("resnet101", tv_about("ResNet-101"), imagenet, torch, "fc",
+           [](int64_t k) { return tv_resnet(101, k); }, 32),
+      spec("resnet152", tv_about("ResNet-152"), imagenet, torch, "fc",
+           [](int64_t k) { return tv_resnet(152, k); }, 32),
+      spec("vgg16", tv_about("VGG-16"), imagenet, torch, "classifier.6",
+           [](int64_t k) { return tv_vgg16(false, k); }, 32),
+      spec("vgg16_bn", tv_about("VGG-16 with batch-norm"), imagenet, torch,
+           "classifier.6", [](int64_t k) { return tv_vgg16(true, k); }, 32),
       // GPT-2 as Hugging Face and llm.c define it; gpt2-tiny reads bytes, for tests.
       gpt2_spec("gpt2-tiny", "GPT-2 for tests", {4, 64, 4, 256, 64}),
       gpt2_spec("gpt2", "GPT-2 124M", {12, 768, 12, 50257, 1024}),
@@ -77,20 +125,33 @@ std::shared_ptr<const ModelSpec> find_model(const std::string& name, int64_t seq
   return spec->with_tokens(seq, vocab);
 }
 
+std::shared_ptr<const ModelSpec> with_classes(std::shared_ptr<const ModelSpec> spec,
+                                              int64_t classes) {
+  if (classes == 0) return spec;
+  COHORT_INPUT_CHECK(spec->with_classes, "--num-classes: --model ", spec->name,
+                     " predicts tokens; its output is the vocabulary (--vocab)");
+  COHORT_INPUT_CHECK(classes >= 1 && classes <= (1 << 20), "--num-classes must be 1..1048576, got ",
+                     classes);
+  return spec->with_classes(classes);
+}
+
+std::shared_ptr<const ModelSpec> with_image(std::shared_ptr<const ModelSpec> spec, int64_t h,
+                                            int64_t w, const std::string& what) {
+  const Shape& in = spec->input.shape;
+  if (in.size() == 3 && in[0] == h && in[1] == w) return spec;
+  COHORT_INPUT_CHECK(spec->with_image, what, " gives ", h, "x", w, " images but --model ",
+                     spec->name, " takes ", shape_str(in), " only");
+  COHORT_INPUT_CHECK(h >= spec->min_image && w >= spec->min_image && h <= 4096 && w <= 4096, what,
+                     " gives ", h, "x", w, " images but --model ", spec->name, " takes ",
+                     spec->min_image, "x", spec->min_image, " to 4096x4096");
+  return spec->with_image(h, w);
+}
+
 std::shared_ptr<const ModelSpec> with_image_size(std::shared_ptr<const ModelSpec> spec,
                                                  int64_t size) {
   COHORT_INPUT_CHECK(spec->input.kind == InputKind::kImage, "--resize: --model ", spec->name,
                      " reads token sequences, not images");
-  COHORT_INPUT_CHECK(size >= 1 && size <= 1024, "--resize must be 1..1024, got ", size);
-  auto s = std::make_shared<ModelSpec>(*spec);
-  s->input.shape = {size, size, spec->input.shape[2]};
-  try {
-    s->layers()->output_shape({1, size, size, spec->input.shape[2]});
-  } catch (const Error& e) {
-    throw InputError(detail::concat("--resize ", size, ": --model ", spec->name, " cannot take ",
-                                    size, "x", size, " images (", e.what(), ")"));
-  }
-  return s;
+  return with_image(spec, size, size, "--resize " + std::to_string(size));
 }
 
 int64_t count_params(const ModelSpec& spec) {
