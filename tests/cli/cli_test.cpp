@@ -48,9 +48,15 @@ std::string be32(uint32_t v) {
 TEST(Cli, ModelsListsEveryModelWithItsCount) {
   Result r = run("models");
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("mnist-small        402442"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("lenet               21840"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("resnet152"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mnist-small            402442"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lenet                   21840"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cifar-resnet152      58156618  ResNet-152, CIFAR stem (32x32)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("resnet152            60192808  ResNet-152, ImageNet architecture "
+                       "(torchvision)"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, UnknownModelAndDataset) {

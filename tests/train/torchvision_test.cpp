@@ -26,24 +26,31 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Exported once for the whole suite (one PyTorch start): batch 2 of 32x32
-// images for each model, and 224x224 too for resnet18.
+// ctest runs each test in a process of its own, so each exports only what it
+// reads (one PyTorch start), into the suite's folder: batch 2 of 32x32 images.
 class Torchvision : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/cohort_tv_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    // In memory where there is /dev/shm: the two VGG files are 553 MB each.
+    std::string tmpl = fs::is_directory("/dev/shm") ? "/dev/shm" : "/tmp";
+    tmpl += "/cohort_tv_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    ASSERT_TRUE(peer_available()) << "python3-torch missing (scripts/setup.sh installs it)";
-    try {
-      exported_ = run_peer({"tv-export", "--out", dir_, "--models",
-                            "resnet18:32:224,resnet50:32,vgg16:32,vgg16_bn:32", "--names",
-                            "resnet101,resnet152", "--batch", "2", "--threads", "2"});
-    } catch (const Error& e) {
-      FAIL() << e.what() << " (python3-torchvision missing? scripts/setup.sh installs it)";
-    }
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // tv-export's record for `models` (MODEL:SIZE..., written to dir_) and
+  // `names` (names and shapes only); fails the test without torchvision.
+  static nlohmann::json exported(const std::string& models, const std::string& names = "") {
+    EXPECT_TRUE(peer_available()) << "python3-torch missing (scripts/setup.sh installs it)";
+    try {
+      return run_peer({"tv-export", "--out", dir_, "--models", models, "--names", names,
+                       "--batch", "2", "--threads", "2"});
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what() << " (python3-torchvision missing? scripts/setup.sh installs it)";
+      return nlohmann::json::object();
+    }
+  }
 
   static std::string weights(const std::string& model) { return dir_ + "/" + model + ".safetensors"; }
 
@@ -59,10 +66,8 @@ class Torchvision : public ::testing::Test {
   }
 
   static std::string dir_;
-  static nlohmann::json exported_;
 };
 std::string Torchvision::dir_;
-nlohmann::json Torchvision::exported_;
 
 // max |a - b| over max |b|.
 double rel_max(const Tensor& a, const Tensor& b) {
@@ -88,9 +93,11 @@ nlohmann::json names_and_shapes(const nn::ModelSpec& spec, int64_t* params) {
 }
 
 TEST_F(Torchvision, NamesShapesAndCountsAreTorchvisions) {
+  const nlohmann::json all =
+      exported("", "resnet18,resnet50,resnet101,resnet152,vgg16,vgg16_bn");
   for (const char* name : {"resnet18", "resnet50", "resnet101", "resnet152", "vgg16", "vgg16_bn"}) {
-    ASSERT_TRUE(exported_.contains(name)) << name;
-    const nlohmann::json& tv = exported_[name];
+    ASSERT_TRUE(all.contains(name)) << name;
+    const nlohmann::json& tv = all[name];
     int64_t params = 0;
     nlohmann::json mine = names_and_shapes(*nn::find_model(name), &params);
     EXPECT_EQ(params, tv["parameters"].get<int64_t>()) << name;
@@ -104,7 +111,10 @@ TEST_F(Torchvision, NamesShapesAndCountsAreTorchvisions) {
   }
 }
 
+// 224x224 too for resnet18.
 TEST_F(Torchvision, LoadedWeightsGiveTorchvisionsLogits) {
+  const nlohmann::json tv =
+      exported("resnet18:32:224,resnet50:32,vgg16:32,vgg16_bn:32");
   const std::pair<const char*, std::vector<int64_t>> cases[] = {
       {"resnet18", {32, 224}}, {"resnet50", {32}}, {"vgg16", {32}}, {"vgg16_bn", {32}}};
   for (const auto& [name, sizes] : cases) {
@@ -112,7 +122,7 @@ TEST_F(Torchvision, LoadedWeightsGiveTorchvisionsLogits) {
     for (int64_t size : sizes) {
       auto m = model_at(name, size);
       const LoadReport r = load(*m, weights(name));
-      EXPECT_EQ(r.loaded.size(), exported_[name]["tensors"].size()) << name;
+      EXPECT_EQ(r.loaded.size(), tv[name]["tensors"].size()) << name;
       EXPECT_TRUE(r.reinitialized.empty() && r.ignored.empty()) << r.line(name);
       const std::string s = std::to_string(size);
       const Tensor* images = batch.find("images." + s);
@@ -131,12 +141,13 @@ TEST_F(Torchvision, LoadedWeightsGiveTorchvisionsLogits) {
 }
 
 TEST_F(Torchvision, AnotherClassCountReinitializesTheHeadOnly) {
+  const nlohmann::json tv = exported("resnet18:32");
   auto m = model_at("resnet18", 32, 10);
   auto fresh = model_at("resnet18", 32, 10);
   const LoadReport r = load(*m, weights("resnet18"));
   EXPECT_EQ(r.reinitialized, (std::vector<std::string>{"fc.weight", "fc.bias"}));
   EXPECT_TRUE(r.ignored.empty());
-  EXPECT_EQ(r.loaded.size(), exported_["resnet18"]["tensors"].size() - 2);
+  EXPECT_EQ(r.loaded.size(), tv["resnet18"]["tensors"].size() - 2);
   EXPECT_NE(r.line("r18.safetensors").find("re-initialized 2 (fc.weight, fc.bias), ignored 0"),
             std::string::npos)
       << r.line("r18.safetensors");
@@ -148,26 +159,40 @@ TEST_F(Torchvision, AnotherClassCountReinitializesTheHeadOnly) {
 }
 
 TEST_F(Torchvision, OtherMismatchesAreRefusedUnlessPartial) {
-  auto m = model_at("resnet18", 32);
+  exported("resnet18:32");
+  auto m = model_at("resnet50", 32);
   const Tensor before = Tensor::empty(m->params().params().shape());
   before.copy_from(m->params().params());
   // resnet50's blocks are bottlenecks: the first tensor that differs is named.
-  const std::string err = testing_support::error_of([&] { load(*m, weights("resnet50")); });
-  EXPECT_NE(err.find("'layer1.0.conv1.weight' has shape [64,64,1,1]"), std::string::npos)
+  const std::string err = testing_support::error_of([&] { load(*m, weights("resnet18")); });
+  EXPECT_NE(err.find("'layer1.0.conv1.weight' has shape [64,64,3,3]"), std::string::npos)
       << err;
   EXPECT_NE(err.find("--load-partial"), std::string::npos) << err;
   EXPECT_EQ(rel_max(m->params().params(), before), 0) << "a refused file changed the model";
-  const LoadReport r = load(*m, weights("resnet50"), true);
-  EXPECT_FALSE(r.loaded.empty());
-  EXPECT_FALSE(r.reinitialized.empty());
-  EXPECT_NE(std::find(r.ignored.begin(), r.ignored.end(), "layer1.0.conv3.weight"),
-            r.ignored.end());
+  const LoadReport r = load(*m, weights("resnet18"), true);
+  EXPECT_NE(std::find(r.loaded.begin(), r.loaded.end(), "conv1.weight"), r.loaded.end());
+  for (const char* name : {"layer1.0.conv1.weight", "layer1.0.conv3.weight"})  // shape, missing
+    EXPECT_NE(std::find(r.reinitialized.begin(), r.reinitialized.end(), name),
+              r.reinitialized.end())
+        << name;
+  // A foreign file's tensors the model lacks are refused by name too.
+  auto small = model_at("resnet18", 32);
+  const SafetensorsFile big = load_safetensors(weights("resnet18"));
+  std::vector<NamedTensor> extra = big.tensors;
+  extra.push_back({"layer5.0.conv1.weight", big.tensors[0].tensor});
+  const std::string path = dir_ + "/extra.safetensors";
+  save_safetensors(path, extra, {});
+  const std::string e2 = testing_support::error_of([&] { load(*small, path); });
+  EXPECT_NE(e2.find("'layer5.0.conv1.weight' is not in --model resnet18"), std::string::npos)
+      << e2;
+  EXPECT_EQ(load(*small, path, true).ignored, (std::vector<std::string>{"layer5.0.conv1.weight"}));
 }
 
 // cohort's checkpoint (after a training forward moved the statistics and
 // counters) loads into torchvision.models.resnet18 with strict=True and gives
 // cohort's eval logits there.
 TEST_F(Torchvision, SavedCheckpointLoadsStrictlyInTorchvision) {
+  exported("resnet18:32");
   auto m = model_at("resnet18", 32, 10);
   load(*m, weights("resnet18"));
   const SafetensorsFile batch = load_safetensors(dir_ + "/resnet18.batch.safetensors");
@@ -200,6 +225,7 @@ sys.exit(0 if err <= 1e-4 else 1)
 // The flags end to end: --num-classes with --load on a CIFAR-10 folder (a few
 // records of the real format), and a refusal naming the tensor, exit 2.
 TEST_F(Torchvision, TrainFlagsLoadAndRefuse) {
+  exported("resnet18:32");
   const fs::path data = fs::path(dir_) / "cifar";
   fs::create_directories(data);
   auto write = [&](const std::string& file, int n) {
@@ -212,14 +238,16 @@ TEST_F(Torchvision, TrainFlagsLoadAndRefuse) {
   };
   for (int i = 1; i <= 5; ++i) write("data_batch_" + std::to_string(i) + ".bin", 8);
   write("test_batch.bin", 8);
-  const std::string train = std::string(COHORT_BIN) + " train --model resnet18 --data cifar10" +
-                            " --data-dir " + data.string() +
-                            " --epochs 1 --batch 8 --limit 16 --threads 1 --load ";
-  const auto r = testing_support::run_command(train + weights("resnet18") + " --num-classes 10");
+  auto train = [&](const std::string& model) {
+    return std::string(COHORT_BIN) + " train --model " + model + " --data cifar10 --data-dir " +
+           data.string() + " --epochs 1 --batch 8 --limit 16 --threads 1 --load " +
+           weights("resnet18");
+  };
+  const auto r = testing_support::run_command(train("resnet18") + " --num-classes 10");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("re-initialized 2 (fc.weight, fc.bias), ignored 0"), std::string::npos)
       << r.out;
-  testing_support::expect_one_line_error(train + weights("resnet50"), "layer1.0.conv1.weight");
+  testing_support::expect_one_line_error(train("resnet50"), "layer1.0.conv1.weight");
 }
 
 }  // namespace

@@ -23,7 +23,9 @@ def write_safetensors(path, tensors, metadata=None):
         header["__metadata__"] = dict(metadata)
     for name, arr in items:
         integer = np.issubdtype(np.asarray(arr).dtype, np.integer)
-        a = np.ascontiguousarray(np.asarray(arr, dtype="<i8" if integer else "<f4"))
+        a = np.asarray(arr, dtype="<i8" if integer else "<f4")  # no copy if already so
+        if not a.flags.c_contiguous:  # (ascontiguousarray would make a scalar [1])
+            a = a.copy(order="C")
         header[name] = {"dtype": "I64" if integer else "F32", "shape": list(a.shape),
                         "data_offsets": [off, off + a.nbytes]}
         arrays.append(a)

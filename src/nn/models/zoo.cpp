@@ -45,11 +45,19 @@ std::shared_ptr<const ModelSpec> spec_of(const ImageModel& m) {
   return s;
 }
 
-std::shared_ptr<const ModelSpec> spec(const char* name, const std::string& description, InputSpec input,
-                                      InitStyle init, const char* head,
-                                      std::function<std::unique_ptr<Sequential>(int64_t)> layers,
-                                      int64_t min_image = 0) {
-  return spec_of({name, description, input, 10, init, head, std::move(layers), min_image});
+std::shared_ptr<const ModelSpec> spec(const char* name, const std::string& description,
+                                      InputSpec input, InitStyle init, const char* head,
+                                      std::function<std::unique_ptr<Sequential>(int64_t)> layers) {
+  return spec_of({name, description, input, 10, init, head, std::move(layers)});
+}
+
+// torchvision's: ImageNet's 224x224 input (any size from 32x32), 1000 classes.
+std::shared_ptr<const ModelSpec> tv_spec(const char* name, const std::string& what,
+                                         const char* head,
+                                         std::function<std::unique_ptr<Sequential>(int64_t)> layers) {
+  return spec_of({name, what + ", ImageNet architecture (torchvision), any input >= 32x32",
+                  InputSpec::image(224, 224, 3), 1000, InitStyle::kTorch, head, std::move(layers),
+                  32});
 }
 
 }  // namespace
@@ -60,11 +68,8 @@ std::shared_ptr<const ModelSpec> spec(const char* name, const std::string& descr
 // `--load` takes a torchvision state dict saved as safetensors as it is.
 const std::vector<std::shared_ptr<const ModelSpec>>& model_zoo() {
   const InputSpec mnist = InputSpec::image(28, 28, 1), cifar = InputSpec::image(32, 32, 3);
-  const InputSpec imagenet = InputSpec::image(224, 224, 3);
   // The study defined its two MNIST models in Keras: they start from Keras' init.
   const InitStyle keras = InitStyle::kKeras, torch = InitStyle::kTorch;
-  const char* tv = "ImageNet architecture (torchvision), any input >= 32x32";
-  auto tv_about = [tv](const char* what) { return std::string(what) + ", " + tv; };
   static const std::vector<std::shared_ptr<const ModelSpec>> kZoo = {
       spec("mnist-small", "conv32-fc64-fc10, 'same' padding (PyTorch vs TensorFlow study)", mnist,
            keras, "fc2", mnist_small),
@@ -80,18 +85,13 @@ const std::vector<std::shared_ptr<const ModelSpec>>& model_zoo() {
            [](int64_t k) { return cifar_resnet(101, k); }),
       spec("cifar-resnet152", "ResNet-152, CIFAR stem (32x32)", cifar, torch, "fc",
            [](int64_t k) { return cifar_resnet(152, k); }),
-      spec("resnet18", tv_about("ResNet-18"), imagenet, torch, "fc",
-           [](int64_t k) { return tv_resnet(18, k); }, 32),
-      spec("resnet50", tv_about("ResNet-50"), imagenet, torch, "fc",
-           [](int64_t k) { return tv_resnet(50, k); }, 32),
-      spec("resnet101", tv_about("ResNet-101"), imagenet, torch, "fc",
-           [](int64_t k) { return tv_resnet(101, k); }, 32),
-      spec("resnet152", tv_about("ResNet-152"), imagenet, torch, "fc",
-           [](int64_t k) { return tv_resnet(152, k); }, 32),
-      spec("vgg16", tv_about("VGG-16"), imagenet, torch, "classifier.6",
-           [](int64_t k) { return tv_vgg16(false, k); }, 32),
-      spec("vgg16_bn", tv_about("VGG-16 with batch-norm"), imagenet, torch,
-           "classifier.6", [](int64_t k) { return tv_vgg16(true, k); }, 32),
+      tv_spec("resnet18", "ResNet-18", "fc", [](int64_t k) { return tv_resnet(18, k); }),
+      tv_spec("resnet50", "ResNet-50", "fc", [](int64_t k) { return tv_resnet(50, k); }),
+      tv_spec("resnet101", "ResNet-101", "fc", [](int64_t k) { return tv_resnet(101, k); }),
+      tv_spec("resnet152", "ResNet-152", "fc", [](int64_t k) { return tv_resnet(152, k); }),
+      tv_spec("vgg16", "VGG-16", "classifier.6", [](int64_t k) { return tv_vgg16(false, k); }),
+      tv_spec("vgg16_bn", "VGG-16 with batch-norm", "classifier.6",
+              [](int64_t k) { return tv_vgg16(true, k); }),
       // GPT-2 as Hugging Face and llm.c define it; gpt2-tiny reads bytes, for tests.
       gpt2_spec("gpt2-tiny", "GPT-2 for tests", {4, 64, 4, 256, 64}),
       gpt2_spec("gpt2", "GPT-2 124M", {12, 768, 12, 50257, 1024}),
