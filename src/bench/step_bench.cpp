@@ -22,18 +22,26 @@ namespace cohort {
 
 namespace {
 
+// The model the flags name: its registered spec at --seq / --vocab / --resize.
+std::shared_ptr<const nn::ModelSpec> step_model(const StepBenchConfig& cfg) {
+  auto spec = nn::find_model(cfg.model, cfg.seq, cfg.vocab);
+  return cfg.resize > 0 ? nn::with_image_size(spec, cfg.resize) : spec;
+}
+
 // The flags, checked; the strategy --parallel names, over `model`.
 std::unique_ptr<Strategy> make_step_strategy(const StepBenchConfig& cfg, comm::Communicator* comm,
                                              nn::Model& model, Optimizer& opt) {
   const int world = comm ? comm->size() : 1;
   RunSettings run;
-  run.model = nn::find_model(cfg.model, cfg.seq, cfg.vocab);
+  run.model = step_model(cfg);
+  run.freeze = cfg.freeze;
   run.batch = cfg.batch;
   run.precision = cfg.precision.resolve();
   cfg.strategies->check(cfg.parallel, run, world);
   if (comm)
     check_and_broadcast(*comm, model, "bench step " + cfg.model + " " +
-                                          std::to_string(cfg.batch) + "\n" + cfg.parallel + "\n" +
+                                          std::to_string(cfg.batch) + " " + cfg.freeze + " " +
+                                          std::to_string(cfg.resize) + "\n" + cfg.parallel + "\n" +
                                           cfg.precision.describe() +
                                           cfg.strategies->describe());
   StrategyArgs args{run, comm, model, opt};
@@ -120,8 +128,10 @@ void add_comparisons(const StepBenchConfig& cfg, int world, double ips, double g
                                       std::to_string(cfg.steps), "--warmup",
                                       std::to_string(cfg.warmup), "--world", std::to_string(world),
                                       "--precision", precision_name(compute)};
-    for (auto [flag, v] : {std::pair{"--seq", cfg.seq}, std::pair{"--vocab", cfg.vocab}})
+    for (auto [flag, v] : {std::pair{"--seq", cfg.seq}, std::pair{"--vocab", cfg.vocab},
+                           std::pair{"--image-size", cfg.resize}})
       if (v > 0) args.insert(args.end(), {flag, std::to_string(v)});
+    if (cfg.freeze != "none") args.insert(args.end(), {"--freeze", cfg.freeze});
     auto p = run_peer(args);
     const double pips = p.at("images_per_second").get<double>();
     out["peer"] = "pytorch";
@@ -148,7 +158,8 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
                      "runs bf16 only); use --precision bf16 or fp32, or drop --peer");
   if (!cfg.timeline.empty()) check_writable("--timeline", cfg.timeline);
   omp_set_num_threads(cfg.threads);
-  auto model = nn::build_model(nn::find_model(cfg.model, cfg.seq, cfg.vocab), 0);
+  auto model = nn::build_model(step_model(cfg), 0);
+  model->freeze(cfg.freeze);
   Dataset d = synthetic_batch(*model, cfg.batch);
   auto opt = make_optimizer("adam", 0, 0);
   auto strategy = make_step_strategy(cfg, comm, *model, *opt);
@@ -164,6 +175,7 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
   }
   const double gflops = ips * 3.0 * model->forward_flops_per_image() / 1e9;  // fwd + bwd
   nlohmann::ordered_json out = {{"event", "bench"}, {"model", cfg.model}, {"batch", cfg.batch},
+                                {"input", shape_str(model->input_shape())}, {"freeze", cfg.freeze},
                                 {"threads", cfg.threads}, {"workers", world}, {"steps", cfg.steps},
                                 {"images_per_second", ips}, {"gflops", gflops},
                                 {"precision", precision_name(cfg.precision.resolve().compute)},

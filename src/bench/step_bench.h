@@ -15,6 +15,8 @@ namespace cohort {
 struct StepBenchConfig {
   std::string model = "mnist-small";
   int64_t seq = 0, vocab = 0;  // token models: context and vocabulary (0: the model's)
+  std::string freeze = "none";  // fine-tuning: nn::Model::freeze
+  int64_t resize = 0;           // image models: size x size input (0: the model's)
   int64_t batch = 128;
   int threads = 1;
   int steps = 20;

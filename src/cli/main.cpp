@@ -50,6 +50,13 @@ void add_train(CLI::App& app, TrainConfig& c) {
                  "file, or glob for --data tokens (llm.c shards); --data text without it: "
                  "the fortunes corpus");
   app.add_option("--epochs", c.epochs);
+  app.add_option("--freeze", c.freeze,
+                 "fine-tuning: none | backbone (all but the classifier head) | a layer's name "
+                 "(it and everything before it): no gradients, no optimizer state, no traffic");
+  app.add_option("--resize", c.resize, "scale images to SxS (bilinear) in the data pipeline");
+  app.add_flag("--augment", c.augment,
+               "random crop with 4-pixel zero padding (and horizontal flip for CIFAR-10), "
+               "seeded by (seed, epoch, image)");
   app.add_option("--batch", c.batch, "batch size per process");
   app.add_option("--lr", c.lr, "learning rate");
   app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw");
@@ -228,6 +235,8 @@ void add_step(CLI::App& step, StepBenchConfig& c) {
   step.add_option("--seq", c.seq, "token models: context length (default: the model's)");
   step.add_option("--vocab", c.vocab, "token models: vocabulary size");
   step.add_option("--batch", c.batch);
+  step.add_option("--freeze", c.freeze, "fine-tuning: none | backbone | a layer's name");
+  step.add_option("--resize", c.resize, "image models: SxS input (0: the model's)");
   step.add_option("--threads", c.threads);
   step.add_option("--steps", c.steps);
   step.add_option("--warmup", c.warmup);

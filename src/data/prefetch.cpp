@@ -12,11 +12,14 @@
 namespace cohort {
 
 Prefetcher::Prefetcher(const Dataset& data, std::vector<int64_t> indices, int64_t batch_size,
-                       bool drop_last, int depth, BatchTransform transform)
+                       bool drop_last, int depth, BatchTransform transform,
+                       const ImageTransform* images, int epoch)
     : data_(data),
       indices_(std::move(indices)),
       batch_size_(batch_size),
-      transform_(std::move(transform)) {
+      transform_(std::move(transform)),
+      images_(images && images->active() ? images : nullptr),
+      epoch_(epoch) {
   COHORT_INPUT_CHECK(batch_size >= 1, "batch size must be >= 1, got ", batch_size);
   COHORT_INPUT_CHECK(depth >= 1, "prefetch depth must be >= 1, got ", depth);
   COHORT_CHECK(data.images.ndim() >= 2 && (data.size() == 0 ||
@@ -49,6 +52,12 @@ Batch Prefetcher::gather(int64_t b) const {
   const size_t row = size_t(data_.images.numel() / shape[0]) * dtype_size(data_.images.dtype());
   const int64_t p = data_.positions();
   shape[0] = end - begin;
+  const Shape hwc(shape.begin() + 1, shape.end());
+  if (images_) {
+    const Shape o = images_->output_shape(hwc);
+    std::copy(o.begin(), o.end(), shape.begin() + 1);
+  }
+  const size_t out_row = size_t(numel(shape) / shape[0]) * dtype_size(data_.images.dtype());
   Batch out;
   out.images = Tensor::empty(shape, data_.images.dtype());
   out.labels.resize(size_t((end - begin) * p));
@@ -56,7 +65,12 @@ Batch Prefetcher::gather(int64_t b) const {
   char* dst = static_cast<char*>(out.images.data());
   for (int64_t k = begin; k < end; ++k) {
     const int64_t i = indices_[size_t(k)];
-    std::memcpy(dst + size_t(k - begin) * row, src + size_t(i) * row, row);
+    if (images_)
+      images_->apply(reinterpret_cast<const float*>(src + size_t(i) * row), hwc,
+                     reinterpret_cast<float*>(dst + size_t(k - begin) * out_row), epoch_, i,
+                     true);
+    else
+      std::memcpy(dst + size_t(k - begin) * row, src + size_t(i) * row, row);
     std::copy_n(data_.labels.begin() + i * p, p, out.labels.begin() + (k - begin) * p);
   }
   return out;

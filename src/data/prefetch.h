@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/augment.h"
 #include "data/batch.h"
 #include "data/dataset.h"
 
@@ -23,9 +24,12 @@ class Prefetcher {
  public:
   // `data` must outlive the Prefetcher. Indices index into data (checked up
   // front). The last partial batch is dropped if drop_last, else delivered short.
-  // InputError if batch_size < 1 or depth < 1. `transform` is optional.
+  // InputError if batch_size < 1 or depth < 1. `transform` is optional;
+  // `images` (optional, outliving the Prefetcher) augments and resizes each
+  // f32 image as it is gathered, with the draws of (its seed, `epoch`, index).
   Prefetcher(const Dataset& data, std::vector<int64_t> indices, int64_t batch_size,
-             bool drop_last, int depth = 2, BatchTransform transform = nullptr);
+             bool drop_last, int depth = 2, BatchTransform transform = nullptr,
+             const ImageTransform* images = nullptr, int epoch = 0);
   // Stops and joins the worker, even if the consumer quit mid-epoch.
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
@@ -50,6 +54,8 @@ class Prefetcher {
   int64_t num_batches_;
   size_t depth_;
   BatchTransform transform_;
+  const ImageTransform* images_;
+  int epoch_;
 
   std::mutex mu_;
   std::condition_variable cv_;  // one cv for both sides; few waiters, low rate

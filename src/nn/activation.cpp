@@ -19,7 +19,7 @@ const Tensor& ReLU::backward(const Tensor& dy, Context&) {
 }
 
 const Tensor& Dropout::forward(const Tensor& x, Context& ctx) {
-  active_ = ctx.training && p_ > 0;
+  active_ = ctx.training && !frozen_ && p_ > 0;  // a frozen layer runs as in eval
   if (!active_) return x;
   COHORT_CHECK(ctx.rng, "dropout needs an RNG in training");
   shape_ = x.shape();

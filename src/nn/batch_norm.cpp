@@ -30,7 +30,9 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, Context& ctx) {
   op_ = op.get();
   x_ = x;
   ensure(y_, x.shape(), x.dtype());
-  if (ctx.training) {
+  // A frozen layer normalizes with its running statistics and leaves them be
+  // (PyTorch users call .eval() on a frozen backbone).
+  if (ctx.training && !frozen_) {
     op_->forward_train(x, gamma_, beta_, y_, running_mean_, running_var_);
     batches_.f32()[0] += 1.0f;
   } else {

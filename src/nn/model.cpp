@@ -66,11 +66,16 @@ Ranges Model::layer_ranges(size_t i) const {
   return r;
 }
 
-std::unique_ptr<Model> Model::clone(uint64_t seed) const { return build_model(spec_, seed); }
+std::unique_ptr<Model> Model::clone(uint64_t seed) const {
+  auto m = build_model(spec_, seed);
+  m->freeze(freeze_);
+  return m;
+}
 
 std::unique_ptr<Model> Model::view() {
   auto m = std::make_unique<Model>(spec_);
   m->build_shared(*this);
+  m->freeze(freeze_);
   return m;
 }
 

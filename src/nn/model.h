@@ -39,7 +39,8 @@ struct ModelSpec {
   // Classifiers: the name of the last layer, the one that maps features to
   // classes ("fc", "classifier.6"); its tensors are `head + ".weight"` and
   // `head + ".bias"`. --load re-initializes it when its shape differs from
-  // the file's; "" for token models.
+  // the file's; "" for token models. `--freeze backbone` freezes everything
+  // before it.
   std::string head;
   // Classifiers: the same model with a head of `classes` outputs (--num-classes).
   std::function<std::shared_ptr<const ModelSpec>(int64_t classes)> with_classes;
@@ -104,6 +105,19 @@ class Model {
   const Tensor& forward(const Tensor& x, Context& ctx);
   void backward(const Tensor& dout, Context& ctx);
 
+  // Fine-tuning (nn/freeze.cpp): "none", "backbone" (everything before
+  // spec().head) or a layer's dotted name ("layer3", "layer3.1"): it and
+  // everything before it. Frozen layers are a prefix of the model and of the
+  // arena, [0, frozen_params()): they train in eval mode and their backward
+  // never runs; the first trainable layer computes no dx. InputError naming
+  // --freeze for a name the model lacks or a freeze that leaves nothing.
+  void freeze(const std::string& what);
+  const std::string& frozen_through() const { return freeze_; }
+  int64_t frozen_params() const { return frozen_params_; }
+  // [frozen_params(), num_params()): what the optimizer and every strategy's
+  // communication cover.
+  std::pair<int64_t, int64_t> trainable() const { return {frozen_params_, num_params()}; }
+
   // Null (the default) for none; the hooks outlive their use.
   void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
   // The parameter ranges top-level layer i reads: its own range and, for a
@@ -117,6 +131,8 @@ class Model {
   Arena params_, buffers_;
   Tensor input_;  // the batch's images in the compute precision
   LayerHooks* hooks_ = nullptr;
+  std::string freeze_ = "none";
+  int64_t frozen_params_ = 0;
 };
 
 

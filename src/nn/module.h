@@ -63,8 +63,16 @@ class Module {
   // Returns dx (undefined when !needs_input_grad()); dy is never modified.
   virtual const Tensor& backward(const Tensor& dy, Context& ctx) = 0;
 
-  void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
+  // Containers pass it on to the children that receive their input.
+  virtual void set_needs_input_grad(bool v) { needs_input_grad_ = v; }
   bool needs_input_grad() const { return needs_input_grad_; }
+  // Fine-tuning (Model::freeze): a frozen module trains in eval mode
+  // (batch-norm on its running statistics, which stay put; no dropout) and
+  // its backward never runs: frozen modules are a prefix of the model, below
+  // every trainable one, so backward stops where they begin.
+  // Containers freeze their children too.
+  virtual void set_frozen(bool v) { frozen_ = v; }
+  bool frozen() const { return frozen_; }
   int64_t param_begin() const { return param_begin_; }
   int64_t param_end() const { return param_end_; }
   int64_t num_params() const { return param_end_ - param_begin_; }
@@ -99,6 +107,7 @@ class Module {
   virtual std::vector<Buffer> buffers() { return {}; }
 
   bool needs_input_grad_ = true;
+  bool frozen_ = false;
   int64_t param_begin_ = 0, param_end_ = 0;
   int64_t buffer_begin_ = 0, buffer_end_ = 0;
 };

@@ -101,6 +101,7 @@ const Tensor& Sequential::backward_range(size_t begin, size_t end, const Tensor&
     return backward_traced(begin, end, dy, ctx);
   const Tensor* g = &dy;
   for (size_t i = end; i-- > begin;) {
+    if (children_[i].second->frozen()) break;  // so is everything below it: no gradient work
     g = &backward_child(i, *g, ctx);
     announce(*children_[i].second, ctx);
   }
@@ -128,6 +129,7 @@ const Tensor& Sequential::backward_traced(size_t begin, size_t end, const Tensor
                                           Context& ctx) {
   const Tensor* g = &dy;
   for (size_t i = end; i-- > begin;) {
+    if (children_[i].second->frozen()) break;  // so is everything below it: no gradient work
     {
       const char* name = trace_names_.empty() ? nullptr : trace_names_[i].second;
       timeline::Span span("backward", name, "layer", int64_t(i));
@@ -136,6 +138,16 @@ const Tensor& Sequential::backward_traced(size_t begin, size_t end, const Tensor
     announce(*children_[i].second, ctx);
   }
   return *g;
+}
+
+void Sequential::set_needs_input_grad(bool v) {
+  needs_input_grad_ = v;
+  if (!children_.empty()) children_.front().second->set_needs_input_grad(v);
+}
+
+void Sequential::set_frozen(bool v) {
+  frozen_ = v;
+  for (auto& c : children_) c.second->set_frozen(v);
 }
 
 Residual::Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut,
@@ -185,11 +197,24 @@ const Tensor& Residual::backward(const Tensor& dy, Context& ctx) {
   auto ready = std::move(ctx.grad_ready);
   ctx.grad_ready = nullptr;
   const Tensor& db = branch_->backward(dsum, ctx);
-  ensure(dx_, x_.shape(), x_.dtype());
   const Tensor& ds = shortcut_ ? shortcut_->backward(dsum, ctx) : dsum;
-  ops::add(db, ds, dx_, dx_.numel());
   ctx.grad_ready = std::move(ready);
+  if (!needs_input_grad_) return dx_;
+  ensure(dx_, x_.shape(), x_.dtype());
+  ops::add(db, ds, dx_, dx_.numel());
   return dx_;
+}
+
+void Residual::set_frozen(bool v) {
+  frozen_ = v;
+  branch_->set_frozen(v);
+  if (shortcut_) shortcut_->set_frozen(v);
+}
+
+void Residual::set_needs_input_grad(bool v) {
+  needs_input_grad_ = v;
+  branch_->set_needs_input_grad(v);
+  if (shortcut_) shortcut_->set_needs_input_grad(v);
 }
 
 std::unique_ptr<Module> basic_block(int64_t c_in, int64_t c_out, int64_t stride) {

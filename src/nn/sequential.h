@@ -20,8 +20,12 @@ class Sequential : public Module {
   double flops(const Shape& in) const override;
   double activation_elems(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
-  // Announces each child's gradient range through ctx.grad_ready as it completes.
+  // Announces each child's gradient range through ctx.grad_ready as it
+  // completes; stops at the first frozen child (all before it are frozen).
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
+  // The first child receives the input.
+  void set_needs_input_grad(bool v) override;
+  void set_frozen(bool v) override;
 
   size_t size() const { return children_.size(); }
   Module& child(size_t i) { return *children_[i].second; }
@@ -61,6 +65,9 @@ class Residual final : public Module {
   double activation_elems(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
+  // Both paths receive the input; without it the sum of their dx is skipped.
+  void set_needs_input_grad(bool v) override;
+  void set_frozen(bool v) override;
 
  private:
   std::unique_ptr<Sequential> branch_, shortcut_;  // shortcut_ may be null (identity)

@@ -11,12 +11,12 @@
 namespace cohort {
 
 BucketReducer::BucketReducer(comm::Communicator& comm, float* grads, int64_t n, double bucket_mb,
-                             bool overlap, DType wire, comm::Algorithm algo)
+                             bool overlap, DType wire, comm::Algorithm algo, int64_t begin)
     : comm_(comm), grads_(grads), overlap_(overlap), reducer_(wire, algo) {
   COHORT_INPUT_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
   const int64_t per = std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)));
-  for (int64_t end = n; end > 0; end -= per)
-    buckets_.push_back({std::max<int64_t>(0, end - per), end});
+  for (int64_t end = n; end > begin; end -= per)
+    buckets_.push_back({std::max<int64_t>(begin, end - per), end});
   pending_.assign(buckets_.size(), 0);
   queued_ns_.assign(buckets_.size(), 0);
   if (overlap_) thread_ = std::thread([this] { comm_loop(); });
@@ -132,7 +132,7 @@ DataParallel::DataParallel(comm::Communicator& comm, nn::Model& model, Optimizer
                            const Precision& precision)
     : comm_(comm), cfg_(cfg), local_(model, opt, seed, clip_norm, precision),
       reduce_(comm, model.params().grads().f32(), model.params().size(), cfg.bucket_mb,
-              cfg.overlap, cfg.grad_comm, cfg.algorithm) {
+              cfg.overlap, cfg.grad_comm, cfg.algorithm, model.frozen_params()) {
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ",
                      cfg.accumulate);
 }
@@ -174,6 +174,7 @@ class DataParallelFamily final : public StrategyFamily {
  public:
   std::vector<std::string> names() const override { return {"dp"}; }
   bool reduces_gradients(const std::string&) const override { return true; }
+  bool freezes(const std::string&) const override { return true; }
   std::string help() const override {
     return "dp: data-parallel ranks, gradients all-reduced in buckets (DDP, Horovod)";
   }

@@ -27,12 +27,13 @@ struct DataParallelConfig {
   DType grad_comm = DType::kF32;  // the gradients' dtype on the wire: f32 or bf16
 };
 
-// Sums a flat f32 gradient arena over ranks in buckets cut from its end
-// (backward finishes the last layers first, so the tail fills first).
+// Sums [begin, n) of a flat f32 gradient arena over ranks in buckets cut
+// from its end (backward finishes the last layers first, so the tail fills
+// first); a frozen prefix [0, begin) never goes on the wire.
 class BucketReducer {
  public:
   BucketReducer(comm::Communicator& comm, float* grads, int64_t n, double bucket_mb, bool overlap,
-                DType wire, comm::Algorithm algo);
+                DType wire, comm::Algorithm algo, int64_t begin = 0);
   ~BucketReducer();
   // Before the backward whose gradients are summed: with overlap, points
   // ctx.grad_ready at the bucket queue.
@@ -84,6 +85,7 @@ class DataParallel final : public Strategy {
   // `batch` is this rank's micro-batch; every `accumulate` calls make one step.
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
   void sum(double* v, int n) override;
+  std::pair<int64_t, int64_t> optimizer_range() const override { return local_.optimizer_range(); }
 
   // Number of buckets and their [begin, end) ranges, last layer's first.
   const std::vector<std::pair<int64_t, int64_t>>& buckets() const { return reduce_.buckets(); }

@@ -25,9 +25,11 @@ StepResult LocalStep::forward_backward(const Batch& batch, float grad_scale, nn:
 }
 
 bool LocalStep::apply(float lr, const OverflowVote& vote) {
+  // Frozen parameters (Model::freeze) are the arena's prefix: no state, no step.
   const Arena& a = model_.params();
-  return scaled_step(opt_, scaler_, a.params().f32(), a.grads().f32(), a.size(), lr, clip_norm_,
-                     vote);
+  const auto [begin, end] = model_.trainable();
+  return scaled_step(opt_, scaler_, a.params().f32() + begin, a.grads().f32() + begin,
+                     end - begin, lr, clip_norm_, vote);
 }
 
 nlohmann::ordered_json LocalStep::summary() {
@@ -64,6 +66,7 @@ class LocalFamily final : public StrategyFamily {
   std::string help() const override { return "none: one process (dp when started with ranks)"; }
   void add_flags(CLI::App&) override {}
   bool distributed(const std::string&) const override { return false; }
+  bool freezes(const std::string&) const override { return true; }
   std::string under_ranks(const std::string&) const override { return "dp"; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     return std::make_unique<LocalStep>(a.model, a.opt, a.run.seed, a.run.clip_norm,

@@ -36,6 +36,8 @@ class LocalStep final : public Strategy {
   // that step's loss scale (its own scaler never sees an update).
   void follow_scaler(const LossScaler& master) { scaler_ = master; }
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
+  // The trainable range: a frozen prefix has no optimizer state.
+  std::pair<int64_t, int64_t> optimizer_range() const override { return model_.trainable(); }
 
   nn::Model& model() { return model_; }
   Rng& rng() { return rng_; }

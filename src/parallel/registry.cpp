@@ -30,6 +30,8 @@ void StrategyRegistry::check(const std::string& name, const RunSettings& run, in
                      "--grad-dtype ", precision_name(run.precision.grad_comm),
                      " acts on gradients all-reduced over ranks: --parallel dp, or hybrid with "
                      "--dp 2 or more (got --parallel ", name, ")");
+  COHORT_INPUT_CHECK(run.freeze == "none" || family.freezes(name), "--freeze ", run.freeze,
+                     ": --parallel ", name, " does not keep frozen layers off the wire yet");
   family.check(name, run, world);
 }
 

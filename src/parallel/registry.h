@@ -29,6 +29,7 @@ struct RunSettings {
   Precision precision;  // mixed precision (optim/precision.h)
   // Families' flags that other layers read (StrategyFamily::export_flags):
   // the memory estimate (train/memory_plan.h) needs them before any strategy exists.
+  std::string freeze = "none";  // --freeze (nn::Model::freeze)
   int zero_stage = 1;     // --zero-stage (read under --parallel zero)
   double bucket_mb = 25;  // --bucket-mb
 };
@@ -73,6 +74,9 @@ class StrategyFamily {
   virtual int ranks_needed(const std::string& name) const { return 0; }
   // Whether `name` runs over ranks, or in one process.
   virtual bool distributed(const std::string& name) const { return true; }
+  // Whether `name` keeps a frozen prefix of the arena (--freeze) out of its
+  // optimizer and its communication; the registry refuses --freeze otherwise.
+  virtual bool freezes(const std::string& name) const { return false; }
   // Whether `name` all-reduces gradients over ranks (what --grad-dtype acts on).
   virtual bool reduces_gradients(const std::string& name) const { return false; }
   // What `name` means when the job has several ranks (single process: dp).

@@ -57,10 +57,11 @@ StepResult Replicas::step(const Batch& batch, float lr, StepTimes& times) {
   for (auto& th : pool) th.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
-  // Reduce to the master, then one optimizer step there.
-  const Tensor& g = master_.params().grads();
+  // Reduce the trainable range (--freeze) to the master, then one optimizer step there.
+  const auto [b, e] = master_.trainable();
+  float* g = master_.params().grads().f32();
   for (int r = 1; r < n; ++r)
-    ops::add_inplace(g.f32(), models_[size_t(r - 1)]->params().grads().f32(), g.numel());
+    ops::add_inplace(g + b, models_[size_t(r - 1)]->params().grads().f32() + b, e - b);
   master_step_.apply(lr);
   times.compute += t.seconds();
   StepResult total;
@@ -92,6 +93,7 @@ class ReplicasFamily final : public StrategyFamily {
                        run.batch, " (each replica needs at least one image)");
   }
   bool distributed(const std::string&) const override { return false; }
+  bool freezes(const std::string&) const override { return true; }
   void describe(std::ostream& os) const override { os << "--replicas " << replicas_ << "\n"; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     return std::make_unique<Replicas>(a.model, a.opt, replicas_,

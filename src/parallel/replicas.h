@@ -20,6 +20,9 @@ class Replicas final : public Strategy {
   nlohmann::ordered_json summary() override { return master_step_.summary(); }
   LossScaler* loss_scaler() override { return master_step_.loss_scaler(); }
   StepResult step(const Batch& batch, float lr, StepTimes& times) override;
+  std::pair<int64_t, int64_t> optimizer_range() const override {
+    return master_step_.optimizer_range();
+  }
 
  private:
   nn::Model& master_;

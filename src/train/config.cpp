@@ -13,9 +13,13 @@ namespace cohort {
 RunSettings TrainConfig::run_settings() const {
   RunSettings r;
   r.model = nn::with_classes(nn::find_model(model, seq, vocab), num_classes);
-  // Models that take any image size (adaptive pooling) take the data set's.
-  if (const Shape img = dataset_image_shape(data); r.model->with_image && img.size() == 3)
+  // Models that take any image size (adaptive pooling) take the data set's,
+  // or --resize's (data/augment.h scales the images to it).
+  if (resize > 0)
+    r.model = nn::with_image_size(r.model, resize);
+  else if (const Shape img = dataset_image_shape(data); r.model->with_image && img.size() == 3)
     r.model = nn::with_image(r.model, img[0], img[1], "--data " + data);
+  r.freeze = freeze;
   r.batch = batch;
   r.accumulate = accumulate;
   r.clip_norm = clip_norm;
@@ -27,7 +31,8 @@ RunSettings TrainConfig::run_settings() const {
 
 std::string TrainConfig::describe() const {
   std::ostringstream os;
-  os << "--model " << model << "\n--seq " << seq << "\n--vocab " << vocab << "\n--data " << data
+  os << "--model " << model << "\n--freeze " << freeze << "\n--resize " << resize
+     << "\n--augment " << augment << "\n--seq " << seq << "\n--vocab " << vocab << "\n--data " << data
      << "\n--data-dir " << data_dir << "\n--data-path " << data_path
      << "\n--epochs " << epochs << "\n--batch " << batch << "\n--lr " << lr << "\n--optimizer "
      << optimizer << "\n--momentum " << momentum << "\n--weight-decay " << weight_decay
@@ -73,6 +78,8 @@ nlohmann::ordered_json TrainConfig::effective(int64_t global_batch) const {
               {"loss_scale_window", s.loss_scale_window}, {"hysteresis", s.hysteresis},
               {"min_loss_scale", shown(s.min_loss_scale)}});
   }
+  if (freeze != "none" || resize > 0 || augment)
+    j.update({{"freeze", freeze}, {"resize", resize}, {"augment", augment}});
   j.update({{"parallel", parallel}, {"notes", config_notes}});
   return j;
 }

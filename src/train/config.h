@@ -14,6 +14,12 @@ namespace cohort {
 
 struct TrainConfig {
   std::string model = "mnist-small";
+  // Fine-tuning (nn::Model::freeze): none | backbone | a layer's name.
+  std::string freeze = "none";
+  // Images in the data pipeline (data/augment.h): resized to resize x resize
+  // (0: as stored); --augment: random crop with padding (and flip for CIFAR).
+  int64_t resize = 0;
+  bool augment = false;
   int64_t seq = 0, vocab = 0;  // token models: context and vocabulary (0: the model's)
   std::string data = "fashion-mnist";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

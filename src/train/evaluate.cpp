@@ -4,7 +4,9 @@
 
 namespace cohort {
 
-EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch, int64_t batches) {
+EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch, int64_t batches,
+                    const ImageTransform* images) {
+  const bool resize = images && images->resize > 0;
   nn::Context ctx;
   ctx.training = false;
   const int k = data.num_classes;
@@ -15,7 +17,8 @@ EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch, int64_
   if (batches <= 0) batches = (n + batch - 1) / batch;
   for (int64_t j = 0; j < batches; ++j) {
     const int64_t b = n * j / batches, e = n * (j + 1) / batches;
-    const Tensor& out = model.forward(data.images.slice(b, e), ctx);
+    const Tensor& out = model.forward(
+        resize ? images->resized(data.images.slice(b, e)) : data.images.slice(b, e), ctx);
     const int32_t* labels = data.labels.data() + b * p;
     loss_sum += model.loss().compute(out, labels, nullptr, 1).loss_sum;
     // Per class: the argmax of every prediction row against its target.

@@ -2,6 +2,7 @@
 #pragma once
 #include <vector>
 
+#include "data/augment.h"
 #include "data/dataset.h"
 #include "nn/model.h"
 
@@ -23,7 +24,8 @@ struct EvalResult {
 // The model's own loss over `data`; accuracy (per class for class outputs),
 // in batches of `batch`, or with `batches` > 0 in exactly that many batches of
 // near-equal size (ranks whose every forward is collective, ZeRO stage 3,
-// must each run the same number).
-EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch, int64_t batches = 0);
+// must each run the same number). `images` (--resize) resizes each batch.
+EvalResult evaluate(nn::Model& model, const Dataset& data, int64_t batch, int64_t batches = 0,
+                    const ImageTransform* images = nullptr);
 
 }  // namespace cohort

@@ -23,6 +23,9 @@ namespace {
 
 constexpr const char* kStatePrefix = "optimizer.";
 constexpr const char* kStepsKey = "optimizer.steps";
+// A fine-tuning run's state starts at its first trainable parameter
+// (nn::Model::freeze): the tensors are {parameters - begin}.
+constexpr const char* kBeginKey = "optimizer.begin";
 constexpr int kGatherTag = 130;  // clear of the strategies' own tags (100-121)
 
 void notice(bool print, const std::string& line) {
@@ -101,8 +104,19 @@ struct OptimizerLoad {
 
 ArenaRange resolve(ArenaRange r, int64_t n) { return r.second < 0 ? ArenaRange{0, n} : r; }
 
+// The state's first parameter in the file against this run's (--freeze).
+void check_state_begin(const SafetensorsFile& file, const TrainConfig& cfg, int64_t first) {
+  auto it = file.metadata.find(kBeginKey);
+  const std::string theirs = it == file.metadata.end() ? "0" : it->second;
+  if (theirs == std::to_string(first)) return;
+  throw InputError("checkpoint " + cfg.resume + " holds optimizer state from parameter " +
+                   one_line(theirs) + " on, but --freeze " + cfg.freeze + " trains from " +
+                   std::to_string(first) + "; resume with the run's --freeze, or --load its weights");
+}
+
 OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig& cfg,
-                                  const Optimizer& opt, int64_t n, ArenaRange range, bool print) {
+                                  const Optimizer& opt, int64_t n, int64_t first, ArenaRange range,
+                                  bool print) {
   const std::string& path = cfg.resume;
   auto name = file.metadata.find("optimizer");
   if (name == file.metadata.end())
@@ -119,6 +133,7 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
   }
   plan.steps = read_count(file, path, kStepsKey);
   plan.restore = true;
+  check_state_begin(file, cfg, first);
   if (auto listed = file.metadata.find(kShardsKey); listed != file.metadata.end()) {
     const ShardListing listing = parse_listing(path, listed->second, n);
     const auto [begin, end] = resolve(range, n);
@@ -131,10 +146,10 @@ OptimizerLoad plan_optimizer_load(const SafetensorsFile& file, const TrainConfig
     const std::string tensor = kStatePrefix + s;
     const Tensor* src = file.find(tensor);
     if (!src) throw InputError("checkpoint " + path + ": tensor '" + tensor + "' is missing");
-    if (src->shape() != Shape{n})
+    if (src->shape() != Shape{n - first})
       throw InputError("checkpoint " + path + ": tensor '" + tensor + "' has shape " +
                        shape_str(src->shape()) + ", " + opt.name() + " state needs " +
-                       shape_str(Shape{n}));
+                       shape_str(Shape{n - first}));
     plan.sources.push_back(src);
   }
   return plan;
@@ -147,10 +162,11 @@ struct Holder {
 
 // The ranks whose states cover the arena once: the first rank of each
 // distinct non-empty range (pipeline replicas of a stage hold the same state).
-// Empty where those ranges do not tile [0, n) or their step counts differ.
-// Collective: every rank broadcasts its range and step count.
+// Empty where those ranges do not tile [first, n) (first: the frozen prefix)
+// or their step counts differ. Collective: every rank broadcasts its range
+// and step count.
 std::vector<Holder> find_holders(comm::Communicator* comm, ArenaRange mine, int64_t steps,
-                                 int64_t n) {
+                                 int64_t first, int64_t n) {
   const int world = comm ? comm->size() : 1;
   std::vector<Holder> all(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
@@ -166,7 +182,7 @@ std::vector<Holder> find_holders(comm::Communicator* comm, ArenaRange mine, int6
   }
   std::sort(holders.begin(), holders.end(),
             [](const Holder& a, const Holder& b) { return a.begin < b.begin; });
-  int64_t next = 0;
+  int64_t next = first;
   for (const Holder& h : holders) {
     if (h.begin != next || h.steps != holders.front().steps) return {};
     next = h.end;
@@ -174,10 +190,11 @@ std::vector<Holder> find_holders(comm::Communicator* comm, ArenaRange mine, int6
   return next == n ? holders : std::vector<Holder>{};
 }
 
-// The optimizer's state tensors over the whole arena, on rank 0 (empty on
-// the others): its own range copied, every other holder's received.
+// The optimizer's state tensors over the trainable arena [first, n), on rank
+// 0 (empty on the others): its own range copied, every other holder's received.
 std::vector<NamedTensor> gather_state(comm::Communicator* comm, Optimizer& opt,
-                                      const std::vector<Holder>& holders, int64_t n) {
+                                      const std::vector<Holder>& holders, int64_t first,
+                                      int64_t n) {
   if (holders.empty()) return {};
   const int rank = comm ? comm->rank() : 0;
   const std::vector<Tensor*> mine = opt.state();
@@ -190,9 +207,9 @@ std::vector<NamedTensor> gather_state(comm::Communicator* comm, Optimizer& opt,
       if (holding) comm->send(mine[i]->data(), mine[i]->nbytes(), 0, kGatherTag);
       continue;
     }
-    Tensor full = Tensor::empty({n});
+    Tensor full = Tensor::empty({n - first});
     for (const Holder& h : holders) {
-      Tensor dst = full.slice(h.begin, h.end);
+      Tensor dst = full.slice(h.begin - first, h.end - first);
       if (h.rank == 0)
         dst.copy_from(*mine[i]);
       else
@@ -245,7 +262,8 @@ RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimiz
     at.loss_scale = it->second;
   read_position_within_epoch(file, path, at);
   const int64_t n = model.num_params();
-  const OptimizerLoad state = plan_optimizer_load(file, cfg, opt, n, range, print);
+  const int64_t first = model.frozen_params();
+  const OptimizerLoad state = plan_optimizer_load(file, cfg, opt, n, first, range, print);
   // Everything is validated: only now modify the model and the optimizer.
   apply_copies(weights);
   const auto [begin, end] = resolve(range, n);
@@ -257,7 +275,7 @@ RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimiz
     } else {
       COHORT_CHECK(dst.size() == state.sources.size(), opt.name(), " state tensors");
       for (size_t i = 0; i < dst.size(); ++i)
-        dst[i]->copy_from(state.sources[i]->slice(begin, end));
+        dst[i]->copy_from(state.sources[i]->slice(begin - first, end - first));
     }
     opt.set_steps(state.steps);
   }
@@ -368,12 +386,14 @@ void save_run_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& op
   const int64_t n = model.num_params();
   range = resolve(range, n);
   if (range.second > range.first) opt.init_state(range.second - range.first);  // no-op once stepped
-  const std::vector<Holder> holders = find_holders(comm, range, opt.steps(), n);
+  const int64_t first = model.frozen_params();
+  const std::vector<Holder> holders = find_holders(comm, range, opt.steps(), first, n);
   std::map<std::string, std::string> meta = run_metadata(cfg, opt, done);
+  if (first > 0) meta[kBeginKey] = std::to_string(first);
   // Every rank owns its own range (ZeRO): each writes it, nothing is gathered.
   if (comm && comm->size() > 1 && holders.size() == size_t(comm->size()))
     return save_sharded(cfg, model, opt, range, *comm, strategy, holders, std::move(meta));
-  std::vector<NamedTensor> state = gather_state(comm, opt, holders, n);
+  std::vector<NamedTensor> state = gather_state(comm, opt, holders, first, n);
   if (holders.empty())
     notice(print, "--parallel " + cfg.parallel + ": the ranks' optimizer states do not make one" +
                       " (ranges or step counts differ), so " + cfg.save +

@@ -101,6 +101,7 @@ namespace {
 struct Run {
   std::unique_ptr<nn::Model> model;
   DataSplit data;
+  ImageTransform images;  // --resize, --augment (data/augment.h)
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<Strategy> strategy;
   std::unique_ptr<Sampler> sampler;
@@ -126,10 +127,11 @@ struct Totals {
 };
 
 // Token models read token streams (--data text | tokens), image models images.
-DataSplit load_data(const TrainConfig& cfg, const nn::Model& model) {
+DataSplit load_data(const TrainConfig& cfg, const nn::Model& model, const ImageTransform& images) {
   const Shape& in = model.input_shape();
   const bool token_model = model.spec().input.kind == nn::InputKind::kTokens;
   if (token_model || is_token_dataset(cfg.data)) {
+    COHORT_INPUT_CHECK(!cfg.augment, "--augment: --data ", cfg.data, " holds tokens, not images");
     COHORT_INPUT_CHECK(token_model, "--model ", cfg.model, " takes ", shape_str(in),
                        " images (HWC), not the token stream of --data ", cfg.data);
     COHORT_INPUT_CHECK(is_token_dataset(cfg.data), "--model ", cfg.model,
@@ -141,10 +143,14 @@ DataSplit load_data(const TrainConfig& cfg, const nn::Model& model) {
     data.train.num_classes = data.test.num_classes = model.num_classes();
     return data;
   }
-  DataSplit data = load_dataset(cfg.data, cfg.data_dir, cfg.limit, in);
+  // Synthetic images are made at the model's stored size; --resize scales them as any.
+  const Shape stored = cfg.resize > 0 ? nn::find_model(cfg.model)->input.shape : in;
+  DataSplit data = load_dataset(cfg.data, cfg.data_dir, cfg.limit, stored);
   const Shape img(data.train.images.shape().begin() + 1, data.train.images.shape().end());
-  COHORT_INPUT_CHECK(img == in, "--model ", cfg.model, " takes ", shape_str(in),
-                     " images (HWC) but --data ", cfg.data, " has ", shape_str(img));
+  const Shape fed = images.output_shape(img);
+  COHORT_INPUT_CHECK(fed == in, "--model ", cfg.model, " takes ", shape_str(in),
+                     " images (HWC) but --data ", cfg.data, " has ", shape_str(img),
+                     cfg.resize > 0 ? " resized to " + shape_str(fed) : std::string(""));
   return data;
 }
 
@@ -174,7 +180,9 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   run.available = available_memory_bytes();
   if (cfg.memory_check == "on") check_memory(figures, plan, run.ranks_on_machine, run.available);
   run.model = nn::build_model(settings.model, cfg.seed);
-  run.data = load_data(cfg, *run.model);
+  run.model->freeze(cfg.freeze);
+  run.images = ImageTransform::for_dataset(cfg.data, cfg.resize, cfg.augment, cfg.seed);
+  run.data = load_data(cfg, *run.model, run.images);
   if (cfg.test_limit > 0 && cfg.test_limit < run.data.test.size())
     run.data.test = run.data.test.slice(0, cfg.test_limit);
   COHORT_INPUT_CHECK(cfg.batch <= run.data.train.size() * cfg.repeat, "--batch ", cfg.batch,
@@ -226,7 +234,7 @@ EvalResult evaluate_all(Run& run, int64_t batch) {
   const int64_t smallest = test.size() / strategy.world();
   const int64_t largest = (test.size() + strategy.world() - 1) / strategy.world();
   const int64_t batches = std::min((largest + size - 1) / size, smallest);
-  EvalResult mine = evaluate(*run.model, test.slice(b, e), size, batches);
+  EvalResult mine = evaluate(*run.model, test.slice(b, e), size, batches, &run.images);
   std::vector<double> v = mine.to_sums();
   strategy.sum(v.data(), int(v.size()));
   return EvalResult::from_sums(v);
@@ -286,7 +294,7 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
                                  const std::array<double, 3>& carried) {
   Strategy& strategy = *run.strategy;
   Prefetcher prefetch(run.data.train, run.sampler->epoch_indices(epoch - 1, start), cfg.batch,
-                      false);
+                      false, 2, nullptr, &run.images, epoch - 1);
   Timer epoch_timer;
   double m[3] = {0, 0, 0};  // [loss_sum, correct, images] on this rank, summed over ranks below
   const int64_t samples_per_step = cfg.batch * strategy.data_world();

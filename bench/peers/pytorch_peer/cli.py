@@ -25,6 +25,10 @@ def add_model_commands(sub):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--world", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--freeze", default="none",
+                   help="none | backbone (all but the classifier head) | a layer's name")
+    p.add_argument("--image-size", type=int, default=0,
+                   help="image models: S x S input (0: the model's)")
     add_precision(p)
     add_dims(p)
 

@@ -39,7 +39,7 @@ def cmd_count(args):
 
 def cmd_step(args):
     a = {k: getattr(args, k) for k in ("model", "batch", "threads", "steps", "warmup", "seed",
-                                         "precision", "vocab", "seq")}
+                                         "precision", "vocab", "seq", "freeze", "image_size")}
     reports = dist.run_ranks(step_rank, args.world, a)
     if reports is None:
         return  # a launched rank other than 0: rank 0 reports
@@ -48,6 +48,7 @@ def cmd_step(args):
     elapsed = max(r[1] for r in reports)
     samples = args.world * args.batch * args.steps  # images, or sequences
     record = {"peer": "pytorch", "torch": torch.__version__, "model": args.model,
+              "freeze": args.freeze, "image_size": args.image_size,
               "precision": args.precision, "batch": args.batch, "threads": args.threads,
               "world": args.world, "steps": args.steps, "images_per_second": samples / elapsed,
               "seconds_per_step": elapsed / args.steps,

@@ -19,6 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .amp import autocast, mean_cross_entropy
 from .common import die, log
+from .freeze import freeze
 from .data import batches, epoch_order, load_train_data, random_images, random_tokens
 from .models import MNIST, build_model, gpt2_config, input_shape, is_token_model
 from .stages import make_pipe
@@ -32,8 +33,8 @@ def build_trainer(name, seed, ddp, vocab=0, seq=0):
     return net, (DistributedDataParallel(net) if ddp else net)
 
 
-def adam(model):
-    return torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+def adam(model, params=None):
+    return torch.optim.Adam(model.parameters() if params is None else params, lr=1e-3, eps=1e-7)
 
 
 def run_steps(model, opt, data, precision, pipe=False):
@@ -70,15 +71,20 @@ def synthetic_batch(a, rank):
     if is_token_model(a["model"]):
         _, _, _, vocab, t = gpt2_config(a["model"], a["vocab"], a["seq"])
         return random_tokens(a["batch"], t, vocab, g)
-    return random_images(a["batch"], input_shape(a["model"]), g)
+    shape = input_shape(a["model"])
+    if a.get("image_size"):
+        shape = (shape[0], a["image_size"], a["image_size"])
+    return random_images(a["batch"], shape, g)
 
 
 def step_rank(rank, world, a, results):
     """`step`: a["steps"] timed steps on one synthetic batch, after a["warmup"];
     puts (rank, seconds, peak RSS in MiB) on results."""
     ddp = world > 1
-    _, model = build_trainer(a["model"], a["seed"], ddp, a["vocab"], a["seq"])
-    opt = adam(model)
+    net, _ = build_trainer(a["model"], a["seed"], False, a["vocab"], a["seq"])
+    trainable = freeze(net, a.get("freeze", "none"))  # before DDP sees which need gradients
+    model = DistributedDataParallel(net) if ddp else net
+    opt = adam(model, trainable)
     x, y = synthetic_batch(a, rank)
     run_steps(model, opt, itertools.repeat((x, y), a["warmup"]), a["precision"])
     if ddp:

@@ -147,6 +147,13 @@ std::shared_ptr<const ModelSpec> with_image(std::shared_ptr<const ModelSpec> spe
   return spec->with_image(h, w);
 }
 
+std::shared_ptr<const ModelSpec> with_image_size(std::shared_ptr<const ModelSpec> spec,
+                                                 int64_t size) {
+  COHORT_INPUT_CHECK(spec->input.kind == InputKind::kImage, "--resize: --model ", spec->name,
+                     " reads token sequences, not images");
+  return with_image(spec, size, size, "--resize " + std::to_string(size));
+}
+
 int64_t count_params(const ModelSpec& spec) {
   Arena params, buffers;
   ParamRegistry reg{&params, &buffers};

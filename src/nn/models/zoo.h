@@ -56,4 +56,8 @@ std::shared_ptr<const ModelSpec> gpt2_spec(const std::string& name, const std::s
 // model's own); InputError naming --seq / --vocab for a model of images.
 std::shared_ptr<const ModelSpec> find_model(const std::string& name, int64_t seq, int64_t vocab);
 
+// `spec` fed size x size images (--resize): with_image's rules, named --resize.
+std::shared_ptr<const ModelSpec> with_image_size(std::shared_ptr<const ModelSpec> spec,
+                                                 int64_t size);
+
 }  // namespace cohort::nn
