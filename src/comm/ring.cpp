@@ -36,27 +36,39 @@ void reduce_step(Communicator& c, const float* send, int64_t scount, float* acc,
 
 }  // namespace
 
-void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
+void ring_reduce_scatter_inplace(Communicator& c, float* data, int64_t n, ReduceOp op,
+                                 int divide_by) {
   const int p = c.size(), r = c.rank();
-  if (p == 1 || n == 0) return;
   const Blocks blk(n, p);
+  const int own = (r + 1) % p;
   const int right = (r + 1) % p, left = (r + p - 1) % p;
-  // Reduce-scatter: at step s rank r passes on block r-s, which holds s+1
-  // contributions, and adds its own into block r-s-1. After p-1 steps it owns
-  // block r+1, complete.
+  // At step s rank r passes on block r-s, which holds s+1 contributions, and
+  // adds its own into block r-s-1. After p-1 steps it owns block r+1, complete.
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
     reduce_step(c, data + blk.begin(sb), blk.count(sb), data + blk.begin(rb), blk.count(rb),
                 right, left, kRingTag);
   }
-  const int own = (r + 1) % p;
-  if (op == ReduceOp::kAverage) detail::scale(data + blk.begin(own), 1.0f / p, blk.count(own));
-  // Allgather: finished blocks go around once, straight into place.
+  if (op == ReduceOp::kAverage)
+    detail::scale(data + blk.begin(own), 1.0f / float(divide_by), blk.count(own));
+}
+
+void ring_allgather_inplace(Communicator& c, float* data, int64_t n) {
+  const int p = c.size(), r = c.rank();
+  const Blocks blk(n, p);
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  // Finished blocks go around once, straight into place.
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
     detail::exchange(c, data + blk.begin(sb), f32_bytes(blk.count(sb)), right,
                      data + blk.begin(rb), f32_bytes(blk.count(rb)), left, kRingTag);
   }
+}
+
+void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
+  if (c.size() == 1 || n == 0) return;
+  ring_reduce_scatter_inplace(c, data, n, op, c.size());
+  ring_allgather_inplace(c, data, n);
 }
 
 void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t count,

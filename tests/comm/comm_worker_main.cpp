@@ -5,6 +5,8 @@
 //
 //   cohort_comm_worker collectives [--big]   every collective, closed-form checks
 //   cohort_comm_worker stall T RANK SLEEP    RANK sleeps SLEEP s before check_arrival(T)
+//   cohort_comm_worker hierarchical          hierarchical all-reduce over pretended
+//                                            host layouts (5 ranks: 2x2, 3+1, 2+2+1, ...)
 //   cohort_comm_worker kill                  rank 1 SIGKILLs itself mid-run
 //   cohort_comm_worker freeze RANK T         RANK SIGSTOPs itself at start-up (timeout T)
 //   cohort_comm_worker bench [MAX_BYTES [SECONDS [pytorch|none [MIN_BYTES [TIMEOUT]]]]]
@@ -31,7 +33,7 @@ using namespace cohort;
 using namespace cohort::comm;
 
 constexpr Algorithm kAlgorithms[] = {Algorithm::kRing, Algorithm::kTree, Algorithm::kMpi,
-                                     Algorithm::kAuto};
+                                     Algorithm::kHierarchical, Algorithm::kAuto};
 
 template <typename... Args>
 void check(bool ok, const Args&... what) {
@@ -245,7 +247,7 @@ void run_collectives(Communicator& c, bool big) {
       for (int64_t n : {int64_t(0), int64_t(1), int64_t(3), int64_t(7919), int64_t(300007)})
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
           check_allreduce(c, r, all_sum, n, a, op, n >= 7919);
-    say("allreduce ring/tree/mpi/auto x sum/mean x n=0,1,3,7919,300007" + mode);
+    say("allreduce ring/tree/mpi/hierarchical/auto x sum/mean x n=0,1,3,7919,300007" + mode);
     for (int64_t count : {int64_t(0), int64_t(1), int64_t(7919), int64_t(100003)})
       check_reduce_scatter_allgather(c, count);
     say("reduce_scatter, allgather" + mode);
@@ -275,6 +277,50 @@ void run_collectives(Communicator& c, bool big) {
     check_allreduce(c, r, all_sum, n, Algorithm::kAuto, ReduceOp::kAverage, true);
     say("allreduce of 16M floats");
   }
+}
+
+// The hierarchical all-reduce over one pretended layout: a fresh copy of
+// `group` (the layout is fixed on first use) told its ranks sit on hosts of
+// `counts` ranks. `world_rank`: this rank in the job; `members_sum`: the sum
+// of world_rank+1 over the group.
+void check_layout(Communicator& group, int world_rank, int members_sum,
+                  const std::vector<int>& counts, double timeout) {
+  auto c = group.split(0, group.rank());
+  c->set_ranks_per_host(counts);
+  c->set_timeout(timeout);
+  const HostLayout& l = c->host_layout();
+  check(l.hosts == int(counts.size()), "layout has ", l.hosts, " hosts");
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(3), int64_t(7919), int64_t(300007)})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+      check_allreduce(*c, world_rank, members_sum, n, Algorithm::kHierarchical, op, n >= 3);
+  // bf16 views widen to f32 for it; the closed form holds within bf16 rounding.
+  for (int64_t n : {int64_t(1), int64_t(7919)})
+    check_bf16(*c, n, Algorithm::kHierarchical, ReduceOp::kSum);
+  // auto picks it for large vectors when 2+ hosts hold 2+ ranks somewhere.
+  const bool hier = l.hosts >= 2 && l.max_per_host >= 2 && c->size() >= 3;
+  check((choose_algorithm(1 << 20, c->size(), l) == Algorithm::kHierarchical) == hier,
+        "auto's pick for 1 MiB on ", counts.size(), " hosts");
+  check_allreduce(*c, world_rank, members_sum, 1 << 18, Algorithm::kAuto, ReduceOp::kSum, true);
+}
+
+void run_hierarchical(Communicator& world) {
+  const int p = world.size(), r = world.rank();
+  // One machine: MPI puts every rank on one host.
+  const HostLayout& real = world.host_layout();
+  check(real.hosts == 1 && real.max_per_host == p, "mpirun on one machine: ", real.hosts,
+        " hosts, at most ", real.max_per_host, " ranks on one");
+  check_allreduce(world, r, p * (p + 1) / 2, 7919, Algorithm::kHierarchical, ReduceOp::kSum, true);
+  if (p != 5) throw Error("the hierarchical scenario wants 5 ranks");
+  const std::vector<std::vector<int>> of5 = {{2, 2, 1}, {3, 2}, {1, 1, 1, 1, 1}, {5}, {1, 4}};
+  for (const auto& counts : of5) check_layout(world, r, 15, counts, 0);
+  auto four = world.split(r < 4 ? 0 : -1, r);
+  if (four) {
+    const std::vector<std::vector<int>> of4 = {{2, 2}, {3, 1}, {4}, {1, 1, 1, 1}};
+    for (const auto& counts : of4) check_layout(*four, r, 10, counts, 0);
+    check_layout(*four, r, 10, {2, 2}, 60);  // the polled, deadline-checked path
+  }
+  world.barrier();
+  if (r == 0) std::printf("ok hierarchical over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1\n");
 }
 
 // One rank arrives late at check_arrival; rank 0 must name it and the job end.
@@ -319,6 +365,8 @@ int main(int argc, char** argv) {
       run_stall(*world, std::stod(argv[2]), std::stoi(argv[3]), std::stod(argv[4]));
     } else if (scenario == "freeze" && argc == 4) {
       run_freeze(*world, std::stoi(argv[2]), std::stod(argv[3]));
+    } else if (scenario == "hierarchical") {
+      run_hierarchical(*world);
     } else if (scenario == "kill") {
       run_kill(*world);
     } else if (scenario == "bench") {

@@ -60,7 +60,12 @@ def cmd_step(args):
 def cmd_allreduce(args):
     a = {"threads": 1, "sizes": args.sizes, "iters": args.iters,
          "repeats": args.repeats, "seconds": args.seconds}
-    results = dist.run_ranks(allreduce_rank, args.world, a)
+    if args.rank >= 0:  # one rank of a job across hosts
+        results = dist.run_one_rank(allreduce_rank, args.rank, args.world, args.master, a)
+        if args.rank != 0:
+            return
+    else:
+        results = dist.run_ranks(allreduce_rank, args.world, a)
     if not results:
         die("rank 0 reported no results", code=1)
     emit({"peer": "gloo", "torch": torch.__version__, "world": args.world,

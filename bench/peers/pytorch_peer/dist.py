@@ -38,6 +38,26 @@ def gloo_rank(rank, world, port, worker, a, results):
         dist.destroy_process_group()
 
 
+def run_one_rank(worker, rank, world, master, a):
+    """This process as rank `rank` of a gloo group whose rank 0 listens on
+    master (HOST:PORT): the caller starts one such process per rank, on its
+    own host (cohort bench comm across hosts). Gloo finds its interface from
+    this host's name. Returns what the rank put on `results`."""
+    set_thread_env(a["threads"])
+    torch.set_num_threads(a["threads"])
+    results = queue.SimpleQueue()
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            init_method="tcp://" + master)
+    try:
+        worker(rank, world, a, results)
+    finally:
+        dist.destroy_process_group()
+    out = []
+    while not results.empty():
+        out.append(results.get())
+    return out
+
+
 def run_ranks(worker, world, a):
     if world == 1:
         results = queue.SimpleQueue()
