@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <utility>
 #include <cstdlib>
 #include <iterator>
 #include <limits>
@@ -180,21 +181,23 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-// "HOST:PORT" of rank 0, known to every rank.
-std::string gloo_master(Communicator& c) {
-  std::array<char, 256> addr{};
+// Rank 0's host name and a port free on it, known to every rank.
+std::pair<std::string, int> gloo_master(Communicator& c) {
+  std::array<char, 256> host{};
+  int port = 0;
   if (c.rank() == 0) {
-    char host[200] = {};
-    ::gethostname(host, sizeof host - 1);
-    std::snprintf(addr.data(), addr.size(), "%s:%d", host, free_port());
+    ::gethostname(host.data(), host.size() - 1);
+    port = free_port();
   }
-  c.broadcast(addr.data(), addr.size(), 0);
-  return addr.data();
+  c.broadcast(host.data(), host.size(), 0);
+  c.broadcast(&port, sizeof port, 0);
+  return {host.data(), port};
 }
 
 // gloo, measured after cohort. On one host rank 0 runs all of gloo's ranks
 // on the same cores while the other ranks sleep. Across hosts every rank
-// runs one gloo rank on its own host, so gloo crosses the same links.
+// starts one gloo rank on its own host (the peer's launched mode: RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so gloo crosses the same links.
 // Its JSON (null if not run); a failure goes to *error.
 nlohmann::json run_gloo(Communicator& c, const CommBenchConfig& cfg,
                         const std::vector<int64_t>& sizes, bool across_hosts,
@@ -202,24 +205,27 @@ nlohmann::json run_gloo(Communicator& c, const CommBenchConfig& cfg,
   nlohmann::json gloo;
   std::string csv;
   for (int64_t b : sizes) csv += (csv.empty() ? "" : ",") + std::to_string(b);
-  std::vector<std::string> args = {"allreduce-bench", "--world", std::to_string(c.size()),
-                                   "--sizes", csv, "--iters", "100000", "--repeats",
-                                   std::to_string(cfg.repeats), "--seconds",
-                                   std::to_string(cfg.seconds)};
   if (across_hosts) {
-    const std::string master = gloo_master(c);
-    args.insert(args.end(), {"--rank", std::to_string(c.rank()), "--master", master});
+    const auto [host, port] = gloo_master(c);
+    ::setenv("RANK", std::to_string(c.rank()).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(c.size()).c_str(), 1);
+    ::setenv("MASTER_ADDR", host.c_str(), 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   }
   if (c.rank() == 0 || across_hosts) {
     try {
       if (!peer_available()) throw Error("python3 with torch not found (" + peer_python() + ")");
-      gloo = run_peer(args);
+      gloo = run_peer({"allreduce-bench", "--world", std::to_string(c.size()), "--sizes", csv,
+                       "--iters", "100000", "--repeats", std::to_string(cfg.repeats),
+                       "--seconds", std::to_string(cfg.seconds)});
     } catch (const Error& e) {
       *error = e.what();
       std::fprintf(stderr, "bench comm: rank %d: gloo peer not measured: %s\n", c.rank(),
                    e.what());
     }
   }
+  if (across_hosts)
+    for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(v);
   quiet_barrier(c);
   return gloo;
 }

@@ -7,6 +7,8 @@
 //   cohort_comm_worker stall T RANK SLEEP    RANK sleeps SLEEP s before check_arrival(T)
 //   cohort_comm_worker hierarchical          hierarchical all-reduce over pretended
 //                                            host layouts (5 ranks: 2x2, 3+1, 2+2+1, ...)
+//   cohort_comm_worker repeat ALGO BYTES N   N all-reduces of one algorithm, timed
+//                                            (bytes on a link: scripts/cluster.sh + tc -s)
 //   cohort_comm_worker kill                  rank 1 SIGKILLs itself mid-run
 //   cohort_comm_worker freeze RANK T         RANK SIGSTOPs itself at start-up (timeout T)
 //   cohort_comm_worker bench [MAX_BYTES [SECONDS [pytorch|none [MIN_BYTES [TIMEOUT]]]]]
@@ -367,6 +369,17 @@ int main(int argc, char** argv) {
       run_freeze(*world, std::stoi(argv[2]), std::stod(argv[3]));
     } else if (scenario == "hierarchical") {
       run_hierarchical(*world);
+    } else if (scenario == "repeat" && argc == 5) {
+      std::vector<float> v(size_t(std::stoll(argv[3]) / 4), 0.0f);
+      const Algorithm a = parse_algorithm(argv[2]);
+      world->barrier();
+      Timer t;
+      for (int i = 0; i < std::stoi(argv[4]); ++i)
+        world->allreduce(v.data(), int64_t(v.size()), ReduceOp::kSum, a);
+      world->barrier();
+      if (rank == 0)
+        std::printf("%s %s bytes: %.1f ms per all-reduce\n", argv[2], argv[3],
+                    t.seconds() * 1e3 / std::stoi(argv[4]));
     } else if (scenario == "kill") {
       run_kill(*world);
     } else if (scenario == "bench") {

@@ -67,11 +67,6 @@ def add_allreduce_command(sub):
                    help="timed batches; the fastest counts")
     p.add_argument("--seconds", type=float, default=0,
                    help="if > 0, size batches to about this much time per size")
-    p.add_argument("--rank", type=int, default=-1,
-                   help="with --master: be this one rank of --world (one process per "
-                   "rank, started on each host by the caller); default: spawn all ranks here")
-    p.add_argument("--master", default="",
-                   help="HOST:PORT where rank 0 listens (with --rank)")
 
 
 def add_train_command(sub):

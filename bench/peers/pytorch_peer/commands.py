@@ -40,6 +40,8 @@ def cmd_step(args):
     a = {k: getattr(args, k) for k in ("model", "batch", "threads", "steps", "warmup", "seed",
                                          "precision", "vocab", "seq")}
     reports = dist.run_ranks(step_rank, args.world, a)
+    if reports is None:
+        return  # a launched rank other than 0: rank 0 reports
     if len(reports) != args.world:
         die("only %d of %d ranks reported a time" % (len(reports), args.world), code=1)
     elapsed = max(r[1] for r in reports)
@@ -60,12 +62,9 @@ def cmd_step(args):
 def cmd_allreduce(args):
     a = {"threads": 1, "sizes": args.sizes, "iters": args.iters,
          "repeats": args.repeats, "seconds": args.seconds}
-    if args.rank >= 0:  # one rank of a job across hosts
-        results = dist.run_one_rank(allreduce_rank, args.rank, args.world, args.master, a)
-        if args.rank != 0:
-            return
-    else:
-        results = dist.run_ranks(allreduce_rank, args.world, a)
+    results = dist.run_ranks(allreduce_rank, args.world, a)
+    if results is None:
+        return  # a launched rank other than 0: rank 0 reports
     if not results:
         die("rank 0 reported no results", code=1)
     emit({"peer": "gloo", "torch": torch.__version__, "world": args.world,
@@ -78,6 +77,8 @@ def cmd_train(args):
                                          "precision")}
     a["data_dir"] = args.data_dir
     results = dist.run_ranks(train_rank, args.world, a)
+    if results is None:
+        return  # a launched rank other than 0: rank 0 reports
     if not results:
         die("rank 0 reported no summary", code=1)
     emit(results[0])
