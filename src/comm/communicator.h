@@ -178,10 +178,11 @@ void ring_allgather(Communicator& c, const void* src, void* dst, size_t block_by
 // The ring all-reduce's halves in place over data[0, n) cut into size()
 // blocks (detail::Blocks): after the first, rank r holds block (r+1) % size()
 // summed (and averaged over `divide_by` ranks if op is kAverage); the second
-// passes every rank's finished block to all.
+// passes every rank's finished block to all. `network`: the ring crosses
+// hosts, so keep several segments in flight (comm/ring.cpp).
 void ring_reduce_scatter_inplace(Communicator& c, float* data, int64_t n, ReduceOp op,
-                                 int divide_by);
-void ring_allgather_inplace(Communicator& c, float* data, int64_t n);
+                                 int divide_by, bool network = false);
+void ring_allgather_inplace(Communicator& c, float* data, int64_t n, bool network = false);
 // Hierarchical all-reduce over c.hierarchy() (comm/hierarchical.cpp).
 void hierarchical_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op);
 

@@ -29,9 +29,10 @@ namespace {
 
 // All-reduce over `c` as the ring's two halves, dividing by `world` (the
 // whole job's size, not c's) for kAverage.
+// Across hosts, so with segments in flight (comm/ring.cpp's `network`).
 void ring_over(Communicator& c, float* data, int64_t n, ReduceOp op, int world) {
-  ring_reduce_scatter_inplace(c, data, n, op, world);
-  ring_allgather_inplace(c, data, n);
+  ring_reduce_scatter_inplace(c, data, n, op, world, true);
+  ring_allgather_inplace(c, data, n, true);
 }
 
 void by_slices(Hierarchy& h, float* data, int64_t n, ReduceOp op, int world) {

@@ -102,12 +102,14 @@ struct Job {
   double seconds;
 };
 
-Job mpirun(int ranks, const std::string& args) {
+// `program` defaults to the comm worker.
+Job mpirun(int ranks, const std::string& args, const std::string& program = "") {
   // mpirun refuses root without these; 2 vCPUs need --oversubscribe.
   setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   const std::string cmd = "timeout -k 10 120 mpirun --oversubscribe --mca btl self,vader -np " +
-                          std::to_string(ranks) + " " + worker_path() + " " + args + " 2>&1";
+                          std::to_string(ranks) + " " +
+                          (program.empty() ? worker_path() : program) + " " + args + " 2>&1";
   const auto t0 = std::chrono::steady_clock::now();
   FILE* f = popen(cmd.c_str(), "r");
   std::string out;
@@ -147,6 +149,20 @@ TEST(CommHierarchical, SumsOverPretendedHostLayouts) {
   Job j = mpirun(5, "hierarchical");
   EXPECT_EQ(j.code, 0) << j.out;
   EXPECT_NE(j.out.find("PASS hierarchical on 5 ranks"), std::string::npos) << j.out;
+}
+
+// `cohort bench comm --ranks-per-host`: the hierarchical column is validated
+// against the closed form (the bench refuses to time a wrong sum) and auto
+// picks it for 256 KiB over 2 hosts x 2 ranks.
+TEST(CommHierarchical, BenchCommMeasuresItOverAPretendedLayout) {
+  Job j = mpirun(4,
+                 "bench comm --ranks-per-host 2 --min-bytes 262144 --max-bytes 262144 "
+                 "--peer none --seconds 0.02",
+                 COHORT_BIN);
+  ASSERT_EQ(j.code, 0) << j.out;
+  for (const char* want : {"\"hosts\":2,", "\"ranks_per_host\":\"2,2\"", "\"hierarchical_gbps\":",
+                           "\"auto_runs\":\"hierarchical\""})
+    EXPECT_NE(j.out.find(want), std::string::npos) << want << "\n" << j.out;
 }
 
 TEST(CommFailure, StalledRankIsNamedByRankZero) {

@@ -9,6 +9,8 @@
 //                                            host layouts (5 ranks: 2x2, 3+1, 2+2+1, ...)
 //   cohort_comm_worker repeat ALGO BYTES N   N all-reduces of one algorithm, timed
 //                                            (bytes on a link: scripts/cluster.sh + tc -s)
+//   cohort_comm_worker phases BYTES N        the hierarchical all-reduce's three phases,
+//                                            each timed (milliseconds, slowest rank)
 //   cohort_comm_worker kill                  rank 1 SIGKILLs itself mid-run
 //   cohort_comm_worker freeze RANK T         RANK SIGSTOPs itself at start-up (timeout T)
 //   cohort_comm_worker bench [MAX_BYTES [SECONDS [pytorch|none [MIN_BYTES [TIMEOUT]]]]]
@@ -26,6 +28,7 @@
 
 #include "bench/comm_bench.h"
 #include "comm/communicator.h"
+#include "comm/kernels.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "core/clock.h"
 
@@ -39,7 +42,7 @@ constexpr Algorithm kAlgorithms[] = {Algorithm::kRing, Algorithm::kTree, Algorit
 
 template <typename... Args>
 void check(bool ok, const Args&... what) {
-  if (!ok) throw Error(detail::concat("check failed: ", what...));
+  if (!ok) throw Error(cohort::detail::concat("check failed: ", what...));
 }
 
 // (rank+1)*(i%7): small integers, so every f32 (and bf16) sum is exact and
@@ -59,7 +62,7 @@ void check_allreduce(Communicator& c, int world_rank, int members_sum, int64_t n
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = value(world_rank, i);
   c.allreduce(v.data(), n, op, a);
-  const std::string what = detail::concat(algorithm_name(a), op == ReduceOp::kSum ? " sum" : " mean",
+  const std::string what = cohort::detail::concat(algorithm_name(a), op == ReduceOp::kSum ? " sum" : " mean",
                                           " of ", n, " floats on ", c.size(), " ranks");
   for (int64_t i = 0; i < n; ++i) {
     const double want = double(i % 7) * members_sum / (op == ReduceOp::kSum ? 1 : c.size());
@@ -72,7 +75,7 @@ void check_allreduce(Communicator& c, int world_rank, int members_sum, int64_t n
 
 void check_bf16(Communicator& c, int64_t n, Algorithm a, ReduceOp op) {
   const int p = c.size(), r = c.rank();
-  const std::string what = detail::concat("bf16 ", algorithm_name(a), " of ", n, " on ", p);
+  const std::string what = cohort::detail::concat("bf16 ", algorithm_name(a), " of ", n, " on ", p);
   // Exact integers first: bf16 holds every integer up to 256 exactly.
   std::vector<BF16> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = to_bf16(value(r, i));
@@ -320,9 +323,49 @@ void run_hierarchical(Communicator& world) {
     const std::vector<std::vector<int>> of4 = {{2, 2}, {3, 1}, {4}, {1, 1, 1, 1}};
     for (const auto& counts : of4) check_layout(*four, r, 10, counts, 0);
     check_layout(*four, r, 10, {2, 2}, 60);  // the polled, deadline-checked path
+    // Cross-host blocks of 12 segments: the network phase's window of 4
+    // segments in flight is refilled as each arrives (comm/ring.cpp).
+    auto big = four->split(0, r);
+    big->set_ranks_per_host({2, 2});
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+      check_allreduce(*big, r, 10, 3000017, Algorithm::kHierarchical, op, true);
   }
   world.barrier();
   if (r == 0) std::printf("ok hierarchical over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1\n");
+}
+
+// The hierarchical all-reduce (equal hosts) phase by phase, a barrier between
+// phases so each is timed alone: where its time goes across real hosts.
+void run_phases(Communicator& world, int64_t bytes, int reps) {
+  Hierarchy& h = world.hierarchy();
+  const int64_t n = bytes / 4;
+  std::vector<float> v(static_cast<size_t>(n), 0.0f);
+  const comm::detail::Blocks blk(n, h.local->size());
+  const int own = (h.local->rank() + 1) % h.local->size();
+  double t[3] = {0, 0, 0};
+  for (int i = 0; i < reps; ++i) {
+    Timer clock;
+    auto lap = [&](int k) {
+      world.barrier();
+      t[k] += clock.seconds();
+      clock.reset();
+    };
+    world.barrier();
+    clock.reset();
+    ring_reduce_scatter_inplace(*h.local, v.data(), n, ReduceOp::kSum, 1);
+    lap(0);
+    ring_reduce_scatter_inplace(*h.cross, v.data() + blk.begin(own), blk.count(own), ReduceOp::kSum, 1,
+                                true);
+    ring_allgather_inplace(*h.cross, v.data() + blk.begin(own), blk.count(own), true);
+    lap(1);
+    ring_allgather_inplace(*h.local, v.data(), n);
+    lap(2);
+  }
+  if (world.rank() == 0)
+    std::printf("phases of %lld bytes on %d hosts: reduce-scatter in host %.1f ms, across hosts "
+                "%.1f ms, allgather in host %.1f ms\n",
+                (long long)bytes, h.layout.hosts, t[0] * 1e3 / reps, t[1] * 1e3 / reps,
+                t[2] * 1e3 / reps);
 }
 
 // One rank arrives late at check_arrival; rank 0 must name it and the job end.
@@ -380,6 +423,8 @@ int main(int argc, char** argv) {
       if (rank == 0)
         std::printf("%s %s bytes: %.1f ms per all-reduce\n", argv[2], argv[3],
                     t.seconds() * 1e3 / std::stoi(argv[4]));
+    } else if (scenario == "phases" && argc == 4) {
+      run_phases(*world, std::stoll(argv[2]), std::stoi(argv[3]));
     } else if (scenario == "kill") {
       run_kill(*world);
     } else if (scenario == "bench") {
