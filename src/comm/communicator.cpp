@@ -84,8 +84,9 @@ std::vector<int> parse_ranks_per_host(const std::string& spec, int world) {
 // Across hosts (a network-namespace cluster, docs/BENCHMARKS.md, issue 19):
 // with at least 2 hosts and 2 ranks on some host, the hierarchical
 // all-reduce sends fewer bytes over the links than any flat algorithm, and
-// wins from kHierMinBytes up; below it the flat algorithms' fewer steps win.
-constexpr size_t kHierMinBytes = 64 * 1024;
+// won every measured run from 1 MiB up (2 hosts x 2 ranks at 1 Gbit/s); at
+// 64-256 KiB it lost some runs to the flat algorithms' fewer steps.
+constexpr size_t kHierMinBytes = 1 << 20;
 
 bool choice_needs_layout(size_t bytes, int world) { return world >= 3 && bytes >= kHierMinBytes; }
 

@@ -43,7 +43,7 @@ TEST(CommAlgorithm, ParsesNamesAndRejectsJunk) {
 }
 
 // --ranks-per-host and auto's rule: hierarchical only with 2+ hosts, 2+ ranks
-// on some host, and a message of 64 KiB or more.
+// on some host, and a message of 1 MiB or more.
 TEST(CommAlgorithm, HostLayoutsAndAutosRule) {
   using namespace cohort::comm;
   EXPECT_EQ(parse_ranks_per_host("2", 5), (std::vector<int>{2, 2, 1}));
@@ -63,8 +63,7 @@ TEST(CommAlgorithm, HostLayoutsAndAutosRule) {
   EXPECT_EQ(uneven.max_per_host, 3);
   EXPECT_EQ(choose_algorithm(1 << 20, 4, two_by_two), Algorithm::kHierarchical);
   EXPECT_EQ(choose_algorithm(1 << 20, 4, uneven), Algorithm::kHierarchical);
-  EXPECT_EQ(choose_algorithm(64 << 10, 4, two_by_two), Algorithm::kHierarchical);
-  EXPECT_EQ(choose_algorithm(32 << 10, 4, two_by_two), Algorithm::kTree);
+  EXPECT_EQ(choose_algorithm(512 << 10, 4, two_by_two), Algorithm::kTree);
   EXPECT_EQ(choose_algorithm(1 << 20, 4, layout_of({4})), Algorithm::kTree);
   EXPECT_EQ(choose_algorithm(1 << 20, 4, layout_of({1, 1, 1, 1})), Algorithm::kTree);
   EXPECT_EQ(choose_algorithm(1 << 20, 3, layout_of({1, 1, 1})), Algorithm::kRing);
@@ -153,10 +152,10 @@ TEST(CommHierarchical, SumsOverPretendedHostLayouts) {
 
 // `cohort bench comm --ranks-per-host`: the hierarchical column is validated
 // against the closed form (the bench refuses to time a wrong sum) and auto
-// picks it for 256 KiB over 2 hosts x 2 ranks.
+// picks it for 1 MiB over 2 hosts x 2 ranks.
 TEST(CommHierarchical, BenchCommMeasuresItOverAPretendedLayout) {
   Job j = mpirun(4,
-                 "bench comm --ranks-per-host 2 --min-bytes 262144 --max-bytes 262144 "
+                 "bench comm --ranks-per-host 2 --min-bytes 1048576 --max-bytes 1048576 "
                  "--peer none --seconds 0.02",
                  COHORT_BIN);
   ASSERT_EQ(j.code, 0) << j.out;
