@@ -11,6 +11,8 @@
 //                                            (bytes on a link: scripts/cluster.sh + tc -s)
 //   cohort_comm_worker phases BYTES N        the hierarchical all-reduce's three phases,
 //                                            each timed (milliseconds, slowest rank)
+//   cohort_comm_worker layout HOSTS          mpirun's layout has HOSTS equal hosts, and
+//                                            the hierarchical all-reduce sums over them
 //   cohort_comm_worker kill                  rank 1 SIGKILLs itself mid-run
 //   cohort_comm_worker freeze RANK T         RANK SIGSTOPs itself at start-up (timeout T)
 //   cohort_comm_worker bench [MAX_BYTES [SECONDS [pytorch|none [MIN_BYTES [TIMEOUT]]]]]
@@ -368,6 +370,21 @@ void run_phases(Communicator& world, int64_t bytes, int reps) {
                 t[2] * 1e3 / reps);
 }
 
+// Across real hosts (scripts/cluster.sh): the layout MPI reports, then the
+// hierarchical all-reduce's closed forms over it, and auto's pick.
+void run_layout(Communicator& world, int hosts) {
+  const int p = world.size(), r = world.rank();
+  const HostLayout& l = world.host_layout();
+  check(l.hosts == hosts && l.uniform && l.max_per_host == p / hosts, "layout: ", l.hosts,
+        " hosts of up to ", l.max_per_host, " ranks; want ", hosts, " of ", p / hosts);
+  for (int64_t n : {int64_t(1), int64_t(7919), int64_t(300007), int64_t(3000017)})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+      check_allreduce(world, r, p * (p + 1) / 2, n, Algorithm::kHierarchical, op, true);
+  check((choose_algorithm(1 << 20, p, l) == Algorithm::kHierarchical) == (p > hosts),
+        "auto's pick for 1 MiB");
+  if (r == 0) std::printf("ok layout of %d hosts, hierarchical sums\n", hosts);
+}
+
 // One rank arrives late at check_arrival; rank 0 must name it and the job end.
 // A rank stopped by a signal beats no more: the heartbeat must name it.
 void run_freeze(Communicator& c, int frozen, double timeout) {
@@ -425,6 +442,8 @@ int main(int argc, char** argv) {
                     t.seconds() * 1e3 / std::stoi(argv[4]));
     } else if (scenario == "phases" && argc == 4) {
       run_phases(*world, std::stoll(argv[2]), std::stoi(argv[3]));
+    } else if (scenario == "layout" && argc == 3) {
+      run_layout(*world, std::stoi(argv[2]));
     } else if (scenario == "kill") {
       run_kill(*world);
     } else if (scenario == "bench") {
