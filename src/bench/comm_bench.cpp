@@ -4,7 +4,8 @@
 // bandwidth, 2(N-1)/N * bytes / time, is what every rank sends and receives
 // in a bandwidth-optimal all-reduce, so sizes and world sizes compare. The
 // peers run in the same job: MPI_Allreduce beside cohort's algorithms, then
-// PyTorch's gloo from rank 0 while the other ranks sleep.
+// PyTorch's gloo: from rank 0 while the other ranks sleep, or, when the ranks
+// span hosts, one gloo rank beside each cohort rank.
 #include "bench/comm_bench.h"
 
 #include <arpa/inet.h>
