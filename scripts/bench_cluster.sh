@@ -4,7 +4,7 @@
 # cohort beside PyTorch DDP over gloo on the same links, in the same run.
 #
 # For each RATE (1gbit 10gbit) and HOSTS (2 4): a cluster of HOSTS hosts x 1
-# slot with its links shaped to RATE; for each MODEL (mnist-large resnet50),
+# slot with its links shaped to RATE; for each MODEL (mnist-large cifar-resnet50),
 # ROUNDS rounds of cohort then DDP (A B A B ...), one rank per host at batch
 # BATCH_<model> per rank, 1 thread each:
 #   cohort: scripts/cluster.sh run -- -np HOSTS cohort bench step --parallel dp
@@ -16,7 +16,7 @@
 # run's JSON line. Needs root (ip netns); run it on a quiet machine if you can.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rates=${RATES:-1gbit 10gbit} hosts_list=${HOSTS:-2 4} models=${MODELS:-mnist-large resnet50}
+rates=${RATES:-1gbit 10gbit} hosts_list=${HOSTS:-2 4} models=${MODELS:-mnist-large cifar-resnet50}
 rounds=${ROUNDS:-2} steps=${STEPS:-4} warmup=${WARMUP:-2}
 bin=${COHORT:-build/cohort} python=${COHORT_PEER_PYTHON:-/usr/bin/python3}
 peer=bench/peers/pytorch_peer
@@ -30,7 +30,7 @@ failed=0
 
 batch_of() {
   case "$1" in
-    resnet50) echo "${BATCH_resnet50:-8}" ;;
+    cifar-resnet50) echo "${BATCH_resnet50:-8}" ;;
     *) echo "${BATCH_mnist_large:-32}" ;;
   esac
 }

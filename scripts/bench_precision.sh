@@ -17,8 +17,8 @@ for r in $(seq "$rounds"); do
     step --model mnist-large --batch 128 --threads "$threads" --steps 10 --precision fp32 --peak
     step --model mnist-large --batch 128 --threads "$threads" --steps 10 --precision bf16 --peak \
       --peer pytorch
-    step --model resnet50 --batch 32 --threads "$threads" --steps 4 --warmup 2 --precision fp32 --peak
-    step --model resnet50 --batch 32 --threads "$threads" --steps 4 --warmup 2 --precision bf16 \
+    step --model cifar-resnet50 --batch 32 --threads "$threads" --steps 4 --warmup 2 --precision fp32 --peak
+    step --model cifar-resnet50 --batch 32 --threads "$threads" --steps 4 --warmup 2 --precision bf16 \
       --peak --peer pytorch
     step --model mnist-small --batch 128 --threads "$threads" --steps 40 --precision fp32 \
       --peer pytorch

@@ -5,7 +5,8 @@
 #    of RANKS (1 2 4) and STAGES (0 1 2 3): every rank's peak RSS, the ZeRO
 #    summary's held bytes, DeepSpeed's model for Adam and cohort's own
 #    estimate (where the summary has one). Stage 0 is data parallelism (at
-#    one rank, --parallel none); stages 1-3 are --parallel zero.
+#    one rank, --parallel none); stages 1-3 are --parallel zero. PRECISION
+#    (fp32) is their --precision (bf16: DeepSpeed's model assumes mixed precision).
 #  speed: SPEED_MODEL (gpt2-tiny) on 2 ranks, dp, zero1, zero2, zero3 in
 #    turn (A B C D A B C D ...) for ROUNDS rounds; each side's best.
 # Prints the Markdown tables; JSON_OUT has them as JSON, RAW every run's
@@ -13,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${MODEL:-gpt2} seq=${SEQ:-64} batch=${BATCH:-1} steps=${STEPS:-4}
-ranks=${RANKS:-1 2 4} stages=${STAGES:-0 1 2 3}
+ranks=${RANKS:-1 2 4} stages=${STAGES:-0 1 2 3} precision=${PRECISION:-fp32}
 speed_model=${SPEED_MODEL:-gpt2-tiny} speed_seq=${SPEED_SEQ:-64} speed_batch=${SPEED_BATCH:-8}
 speed_limit=${SPEED_LIMIT:-512} speed_epochs=${SPEED_EPOCHS:-2} rounds=${ROUNDS:-3}
 bin=${COHORT:-build/cohort}
@@ -56,7 +57,8 @@ for n in $ranks; do
   for s in $stages; do
     # shellcheck disable=SC2046  # strategy's words are separate flags
     run memory "$n" "$s" 1 "$seq" --model "$model" --batch "$batch" --data text \
-      --optimizer adam --epochs 1 --eval none --limit $((steps * batch * n)) $(strategy "$n" "$s")
+      --optimizer adam --epochs 1 --eval none --limit $((steps * batch * n)) --precision "$precision" \
+      $(strategy "$n" "$s")
   done
 done
 for r in $(seq "$rounds"); do

@@ -9,7 +9,7 @@
 #       namespace end what it sends; --rate none: unshaped). The root
 #       namespace gets 10.213.N.254 on the bridge: mpirun runs there, like a
 #       login node, and reaches every orted over the cluster subnet.
-#       Prints NAME (cohort<N>, the first free N, unless --name is given).
+#       Prints NAME (cohort<N>, the next free N in turn, unless --name gives it).
 #   scripts/cluster.sh run [--name NAME] [--map-by node|slot] -- CMD...
 #       mpirun with the cluster's arguments (hostfile, rsh agent, TCP between
 #       hosts restricted to the subnet, shared memory within one), then CMD.
@@ -22,6 +22,7 @@
 #       the first to fail ends the others, and its status is the result.
 #   scripts/cluster.sh args [--name NAME]   the mpirun arguments, one line
 #   scripts/cluster.sh dir  [--name NAME]   the cluster's state folder
+#   scripts/cluster.sh list                 the clusters up: name hosts slots rate subnet
 #   scripts/cluster.sh down [--name NAME]   removes everything up made
 #   scripts/cluster.sh with H [up options] -- CMD...
 #       up, CMD with COHORT_CLUSTER=NAME in its environment, down on any exit.
@@ -47,7 +48,7 @@ g_ranks=()    # the processes `each` runs
 
 die() { echo "cluster.sh: $*" >&2; exit 2; }
 
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # Why this machine cannot run a cluster (empty if it can).
 why_not() {
@@ -322,6 +323,12 @@ main() {
     dir)
       local name=""; [ "${1:-}" = --name ] && name=$2
       echo "$kStateRoot/$(resolve_name "$name")" ;;
+    list)
+      local d
+      for d in "$kStateRoot"/cohort*; do
+        [ -f "$d/info" ] && echo "$(basename "$d") $(cat "$d/info")"
+      done
+      true ;;
     check)
       local reason; reason=$(why_not)
       [ -z "$reason" ] || { echo "$reason"; exit 1; } ;;

@@ -17,6 +17,9 @@
 # (/usr/share/games/fortunes, 2.6 MB of quotations, jokes and literature
 # without the .dat indexes; data/tokens.h): a real corpus for GPT-style runs
 # and tests on a machine with no network.
+# python3-torchvision: the PyTorch peer builds torchvision's ImageNet models
+# (resnet18/50/101/152, vgg16, vgg16_bn) that cohort's tests load and compare
+# logits with (tests/train/torchvision_test.cpp).
 # Safe to run again.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -26,7 +29,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev
   dataset-fashion-mnist
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-torchvision
   libopenblas0-openmp
   gnuplot-nox python3-matplotlib
   clang libclang-rt-14-dev libomp-14-dev

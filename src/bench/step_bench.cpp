@@ -7,13 +7,16 @@
 
 #include "bench/peak.h"
 #include "bench/peer.h"
+#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/timeline.h"
 #include "data/dataset.h"
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
 #include "parallel/start.h"
+#include "parallel/timeline_file.h"
 
 namespace cohort {
 
@@ -80,14 +83,20 @@ Timing time_steps(const StepBenchConfig& cfg, comm::Communicator* comm, Strategy
   }
   for (int i = 1; i < cfg.warmup; ++i) strategy.step(batch, 1e-3f, t.times);
   if (comm) comm->barrier();
+  std::unique_ptr<TimelineFile> trace;  // --timeline: the timed steps only
+  if (!cfg.timeline.empty()) trace = std::make_unique<TimelineFile>(cfg.timeline, comm);
   t.times = StepTimes{};
   Timer timer;
   double last = 0;
-  for (int i = 0; i < cfg.steps; ++i) last = strategy.step(batch, 1e-3f, t.times).loss_sum;
+  for (int i = 0; i < cfg.steps; ++i) {
+    timeline::Span span("step", "step", "step", i + 1);
+    last = strategy.step(batch, 1e-3f, t.times).loss_sum;
+  }
   if (comm) comm->barrier();
   t.seconds = timer.seconds();
   COHORT_CHECK(std::isfinite(last) && last < first, "bench step: loss did not fall (", first,
                " -> ", last, "): the step is wrong, not timing it");
+  if (trace) trace->write();
   return t;
 }
 
@@ -137,6 +146,7 @@ nlohmann::ordered_json run_step_bench(const StepBenchConfig& cfg, comm::Communic
   COHORT_INPUT_CHECK(cfg.peer.empty() || cfg.precision.resolve().compute != DType::kF16,
                      "--precision fp16: --peer pytorch has no fp16 on the CPU (its autocast "
                      "runs bf16 only); use --precision bf16 or fp32, or drop --peer");
+  if (!cfg.timeline.empty()) check_writable("--timeline", cfg.timeline);
   omp_set_num_threads(cfg.threads);
   auto model = nn::build_model(nn::find_model(cfg.model, cfg.seq, cfg.vocab), 0);
   Dataset d = synthetic_batch(*model, cfg.batch);

@@ -22,6 +22,7 @@ struct StepBenchConfig {
   std::string peer;  // "" or "pytorch"
   bool peak = false; // also measure the matmul peak and report the share of it
   PrecisionFlags precision;  // --precision and the rest (optim/precision.h)
+  std::string timeline;  // --timeline: the timed steps as Chrome trace-event JSON
   int workers = 1;   // ranks (under mpirun); the peer runs DDP with as many
   // The strategy (none: one process, dp under ranks) and every family's flags.
   std::string parallel = "none";

@@ -57,13 +57,15 @@ using Row = BenchRow;
 int default_limit(const std::string& model) {
   if (model == "mnist-small" || model == "lenet") return 8192;
   if (model == "mnist-large") return 2048;
-  if (model.rfind("resnet", 0) == 0) return 256;
+  if (model.find("resnet") != std::string::npos) return 256;
   return 1024;
 }
 
 // 128, but ResNets train at 64: cohort's ResNet-50 peaks near 0.12 GB per image
 // of batch at 32x32 (15 GB at 128), so rows of 2-4 ranks at 128 outgrow 24 GB.
-int default_batch(const std::string& model) { return model.rfind("resnet", 0) == 0 ? 64 : 128; }
+int default_batch(const std::string& model) {
+  return model.find("resnet") != std::string::npos ? 64 : 128;
+}
 
 // The flags that do not depend on the rows, checked.
 void check_flags(const StrategiesConfig& cfg) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "parallel/elastic.h"
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
+#include "train/commits.h"
 #include "train/ds_config.h"
 #include "train/generate.h"
 #include "train/trainer.h"
@@ -72,21 +74,40 @@ void add_train(CLI::App& app, TrainConfig& c) {
                  "figures are then 0)");
   app.add_option("--save", c.save,
                  "after each epoch write a safetensors checkpoint: weights, optimizer state, epoch");
-  app.add_option("--load", c.load, "start a new run from a checkpoint's weights (any optimizer)");
+  app.add_option("--load", c.load,
+                 "start a new run from a checkpoint's weights (any optimizer), or from a "
+                 "torchvision state dict saved as safetensors: tensors whose name and shape "
+                 "match load, a classifier head of another shape is re-initialized");
+  app.add_option("--num-classes", c.num_classes,
+                 "classifiers: a head of K outputs (0: the model's own)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--load-partial", c.load_partial,
+               "--load: let tensors other than the head differ in shape, be missing (they keep "
+               "their initialization) or be extra in the file (ignored)");
   app.add_option("--resume", c.resume,
                  "continue a --save'd run: weights, optimizer state, lr schedule, next epoch "
                  "(--epochs is the whole run's); auto: the newest commit in --checkpoint-dir, "
                  "or a fresh run where there is none");
   app.add_option("--commit-every", c.commit_every,
                  "commit the run's whole state every K optimizer updates and at every epoch end, "
-                 "for --resume auto (0: off)");
+                 "for --resume auto (0: off; auto: about every 10 s of training, at most 1% of "
+                 "it: the default under --elastic)")
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{
+          {"auto", std::to_string(kCommitAuto)}}));
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "where commits go (the newest 2 are kept)");
   app.add_option("--global-batch", c.global_batch,
                  "hold the global batch at G at any number of ranks: --batch becomes G / ranks "
                  "(/ --accumulate), which must divide");
+  app.add_option("--timeline", c.timeline,
+                 "write every rank's steps (data wait, forward and backward per layer, each "
+                 "bucket's all-reduce, optimizer, sends, pushes) as Chrome trace-event JSON for "
+                 "Perfetto or chrome://tracing");
   app.add_option("--stop-after-steps", c.stop_after_steps)
       ->group("");  // testing: stop cleanly after N steps, as if killed after a commit
+  app.add_option("--step-delay-ms", c.step_delay_ms)
+      ->group("")  // testing: slow steps, so an elastic test acts within a short run
+      ->check(CLI::Range(0, 10000));
   app.add_option("--parallel", c.parallel, "strategy: " + c.strategies->names() + c.strategies->help());
   c.strategies->add_flags(app);
   app.add_option("--workers", c.workers, "start N ranks on this machine with mpirun");
@@ -140,9 +161,9 @@ int launch_workers(int argc, char** argv, int workers, int threads) {
 }
 
 int list_models() {
-  std::printf("%-12s %12s  %s\n", "model", "parameters", "description");
+  std::printf("%-16s %12s  %s\n", "model", "parameters", "description");
   for (auto& spec : nn::model_zoo()) {
-    std::printf("%-12s %12lld  %s\n", spec->name.c_str(), (long long)nn::count_params(*spec),
+    std::printf("%-16s %12lld  %s\n", spec->name.c_str(), (long long)nn::count_params(*spec),
                 spec->description.c_str());
   }
   return 0;
@@ -181,6 +202,9 @@ void add_elastic(CLI::App& app, ElasticConfig& e) {
                  "--elastic: prints `host:slots` lines; re-run every few seconds");
   app.add_option("--max-restarts", e.max_restarts,
                  "--elastic: restarts after a lost rank before giving up (default 3)");
+  app.add_option("--cooldown", e.cooldown_s,
+                 "--elastic: seconds a failed rank's slot (a host's, after 2 failures) sits out "
+                 "(default 30)");
 }
 
 void add_generate(CLI::App& g, GenerateConfig& c) {
@@ -208,6 +232,8 @@ void add_step(CLI::App& step, StepBenchConfig& c) {
   step.add_flag("--peak", c.peak,
                 "also measure the matmul peak of the run's precision (bf16 for --precision "
                 "bf16, fp32 otherwise) and the share of it");
+  step.add_option("--timeline", c.timeline,
+                  "write the timed steps of every rank as Chrome trace-event JSON (Perfetto)");
   step.add_option("--workers", c.workers, "data-parallel ranks (mpirun on this machine)");
   step.add_option("--parallel", c.parallel, "strategy (none: one process; dp under ranks): " +
                                                  c.strategies->names());
@@ -283,6 +309,7 @@ int run_train(TrainConfig& cfg, int argc, char** argv) {
     return launch_workers(argc, argv, ranks, cfg.threads);
   }
   if (rank_of_job || cfg.strategy().distributed(cfg.parallel)) {
+    if (std::getenv(kElasticProgress)) die_with_parent();  // an elastic job's rank
     auto world = comm::mpi_world(&argc, &argv);
     cohort::train(cfg, world.get());  // checks the flags first
     return 0;
@@ -328,11 +355,9 @@ int run_elastic_train(Commands& c, int argc, char** argv, const std::set<std::st
   e.timeout = cfg.timeout;
   e.threads = cfg.threads;
   e.jsonl = cfg.log == "jsonl";
-  e.checkpoint_epoch = [](const std::string& path) {
-    const auto meta = index_safetensors(path).metadata;
-    const auto it = meta.find("epoch");
-    return it == meta.end() ? 0 : std::atoi(it->second.c_str());
-  };
+  COHORT_INPUT_CHECK(!given.count("--commit-every") || cfg.commit_every != 0,
+                     "--elastic restarts from commits: --commit-every 0 is refused (give K, or "
+                     "auto, the default)");
   cfg.parallel = cfg.strategies->under_ranks(cfg.parallel);
   check_config(cfg, std::max(e.workers, e.min_workers));  // bad train flags: once, here
   return run_elastic(e, std::vector<std::string>(argv + 1, argv + argc));
@@ -398,7 +423,12 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// tests/parallel/train_worker_main.cpp compiles this file with
+// COHORT_CLI_MAIN renamed, to run several commands in one mpirun job.
+#ifndef COHORT_CLI_MAIN
+#define COHORT_CLI_MAIN main
+#endif
+int COHORT_CLI_MAIN(int argc, char** argv) {
   CLI::App app{"cohort: distributed deep-learning training, measured"};
   Commands commands;
   declare(app, commands);

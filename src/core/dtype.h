@@ -1,5 +1,6 @@
 // Element types: f32 for master weights and math, bf16 and f16 for storage and
-// mixed precision, i32 for labels and indices. Sizes and names come from here
+// mixed precision, i32 for labels and indices, i64 for the integers of
+// PyTorch's files (batch-norm's num_batches_tracked). Sizes and names come from here
 // only: byte counts anywhere else are dtype_size(dtype) * count.
 #pragma once
 #include <cstddef>
@@ -10,7 +11,7 @@
 
 namespace cohort {
 
-enum class DType { kF32, kBF16, kF16, kI32 };
+enum class DType { kF32, kBF16, kF16, kI32, kI64 };
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
@@ -18,6 +19,7 @@ constexpr size_t dtype_size(DType t) {
     case DType::kBF16: return 2;
     case DType::kF16: return 2;
     case DType::kI32: return 4;
+    case DType::kI64: return 8;
   }
   return 0;
 }
@@ -28,6 +30,7 @@ constexpr const char* dtype_name(DType t) {
     case DType::kBF16: return "bf16";
     case DType::kF16: return "f16";
     case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
   }
   return "?";
 }
@@ -54,6 +57,7 @@ template <> struct DTypeOf<float> : std::integral_constant<DType, DType::kF32> {
 template <> struct DTypeOf<BF16> : std::integral_constant<DType, DType::kBF16> {};
 template <> struct DTypeOf<F16> : std::integral_constant<DType, DType::kF16> {};
 template <> struct DTypeOf<int32_t> : std::integral_constant<DType, DType::kI32> {};
+template <> struct DTypeOf<int64_t> : std::integral_constant<DType, DType::kI64> {};
 // clang-format on
 template <class T>
 constexpr DType dtype_of = DTypeOf<T>::value;

@@ -81,6 +81,7 @@ void Tensor::fill(float v) const {
     case DType::kBF16: return fill_as(*this, to_bf16(v));
     case DType::kF16: return fill_as(*this, to_f16(v));
     case DType::kI32: return fill_as(*this, int32_t(v));
+    case DType::kI64: return fill_as(*this, int64_t(v));
   }
 }
 
@@ -89,7 +90,8 @@ void Tensor::zero() const {
   if (nbytes()) std::memset(data_, 0, nbytes());
 }
 
-// Converts through f32: every float dtype widens to it exactly.
+// Converts through f32: every float dtype widens to it exactly; i64 (counts
+// in PyTorch's files) converts to f32, exact up to 2^24.
 static void convert(const Tensor& src, const Tensor& dst) {
   const size_t n = size_t(src.numel());
   std::vector<float> wide;
@@ -104,6 +106,10 @@ static void convert(const Tensor& src, const Tensor& dst) {
       wide.resize(n);
       f16_to_f32(src.f16(), wide.data(), n);
       break;
+    case DType::kI64:
+      wide.resize(n);
+      for (size_t i = 0; i < n; ++i) wide[i] = float(src.data_as<int64_t>()[i]);
+      break;
     case DType::kI32: break;
   }
   if (!f) f = wide.data();
@@ -111,6 +117,9 @@ static void convert(const Tensor& src, const Tensor& dst) {
     case DType::kF32: std::memcpy(dst.f32(), f, n * sizeof(float)); break;
     case DType::kBF16: f32_to_bf16(f, dst.bf16(), n); break;
     case DType::kF16: f32_to_f16(f, dst.f16(), n); break;
+    case DType::kI64:
+      for (size_t i = 0; i < n; ++i) dst.data_as<int64_t>()[i] = int64_t(f[i]);
+      break;
     case DType::kI32: break;
   }
 }

@@ -83,4 +83,10 @@ DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t 
   return s;
 }
 
+Shape dataset_image_shape(const std::string& name) {
+  if (name == "fashion-mnist" || name == "mnist") return {28, 28, 1};
+  if (name == "cifar10") return {32, 32, 3};
+  return {};
+}
+
 }  // namespace cohort

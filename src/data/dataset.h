@@ -36,6 +36,11 @@ struct DataSplit {
 DataSplit load_dataset(const std::string& name, const std::string& dir, int64_t limit = 0,
                        const Shape& image = {28, 28, 1});
 
+// The {H, W, C} of a named image data set's files ({28, 28, 1} for the MNIST
+// family, {32, 32, 3} for cifar10); empty for synthetic (which takes the
+// model's) and for names that are no image set.
+Shape dataset_image_shape(const std::string& name);
+
 // n random-normal images of h x w x c with uniform labels in [0, num_classes).
 // Deterministic in `seed`. Unlearnable by design: for throughput runs and tests.
 Dataset make_synthetic(int64_t n, int h, int w, int c, int num_classes, uint64_t seed);

@@ -10,8 +10,11 @@ std::vector<Module::Param> BatchNorm2d::params() {
 }
 
 std::vector<Module::Buffer> BatchNorm2d::buffers() {
+  // num_batches_tracked: PyTorch's count of training forwards, a scalar
+  // (saved as int64, train/checkpoint.h), so state dicts match key for key.
   return {{"running_mean", {c_}, Init::kZeros, &running_mean_},
-          {"running_var", {c_}, Init::kOnes, &running_var_}};
+          {"running_var", {c_}, Init::kOnes, &running_var_},
+          {"num_batches_tracked", {}, Init::kZeros, &batches_}};
 }
 
 const Tensor& BatchNorm2d::forward(const Tensor& x, Context& ctx) {
@@ -27,10 +30,12 @@ const Tensor& BatchNorm2d::forward(const Tensor& x, Context& ctx) {
   op_ = op.get();
   x_ = x;
   ensure(y_, x.shape(), x.dtype());
-  if (ctx.training)
+  if (ctx.training) {
     op_->forward_train(x, gamma_, beta_, y_, running_mean_, running_var_);
-  else
+    batches_.f32()[0] += 1.0f;
+  } else {
     op_->forward_infer(x, gamma_, beta_, y_, running_mean_, running_var_);
+  }
   return y_;
 }
 

@@ -101,16 +101,19 @@ class Linear final : public Module {
   ops::Linear* op_ = nullptr;
 };
 
+// k x k max-pool, stride (0: k), implicit -inf padding on every side (PyTorch's).
 class MaxPool2d final : public Module {
  public:
-  explicit MaxPool2d(int64_t k, int64_t stride = 0) : k_(k), stride_(stride ? stride : k) {}
+  explicit MaxPool2d(int64_t k, int64_t stride = 0, int64_t pad = 0)
+      : k_(k), stride_(stride ? stride : k), pad_(pad) {}
   std::string type() const override { return "max_pool2d"; }
   Shape output_shape(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
 
  private:
-  int64_t k_, stride_;
+  ops::PoolShape shape_for(const Shape& x, DType dtype = DType::kF32) const;
+  int64_t k_, stride_, pad_;
   Tensor y_, dx_;
   std::map<OpKey, std::unique_ptr<ops::MaxPool2d>> ops_;
   ops::MaxPool2d* op_ = nullptr;
@@ -125,6 +128,23 @@ class GlobalAvgPool final : public Module {
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
 
  private:
+  Shape in_shape_;
+  Tensor y_, dx_;
+};
+
+// {N, H, W, C} -> {N, OH, OW, C}: PyTorch's AdaptiveAvgPool2d (torchvision's
+// VGG pools to 7x7 whatever the input size, so it takes 32x32 images too).
+class AdaptiveAvgPool2d final : public Module {
+ public:
+  AdaptiveAvgPool2d(int64_t out_h, int64_t out_w) : out_h_(out_h), out_w_(out_w) {}
+  std::string type() const override { return "adaptive_avg_pool2d"; }
+  Shape output_shape(const Shape& in) const override { return {in[0], out_h_, out_w_, in[3]}; }
+  const Tensor& forward(const Tensor& x, Context& ctx) override;
+  const Tensor& backward(const Tensor& dy, Context& ctx) override;
+
+ private:
+  ops::AdaptivePoolShape shape_for(const Shape& x) const;
+  int64_t out_h_, out_w_;
   Shape in_shape_;
   Tensor y_, dx_;
 };
@@ -145,7 +165,7 @@ class BatchNorm2d final : public Module {
  private:
   int64_t c_;
   bool relu_;
-  Tensor gamma_, dgamma_, beta_, dbeta_, running_mean_, running_var_;
+  Tensor gamma_, dgamma_, beta_, dbeta_, running_mean_, running_var_, batches_;
   Tensor x_, y_, dx_;
   std::map<OpKey, std::unique_ptr<ops::BatchNorm>> ops_;
   ops::BatchNorm* op_ = nullptr;

@@ -9,6 +9,7 @@ Model::Model(std::shared_ptr<const ModelSpec> spec)
       loss_(spec_->loss ? spec_->loss() : std::make_unique<SoftmaxCrossEntropy>()) {
   // The first layer's input is data: nobody needs its gradient.
   if (layers_->size()) layers_->child(0).set_needs_input_grad(false);
+  layers_->trace_children();  // top-level layers are the timeline's forward/backward spans
 }
 
 void Model::build(uint64_t seed) {

@@ -36,6 +36,18 @@ struct ModelSpec {
   // Token models: the same model at another context (seq) or vocabulary
   // (0: unchanged); empty for models of images.
   std::function<std::shared_ptr<const ModelSpec>(int64_t seq, int64_t vocab)> with_tokens;
+  // Classifiers: the name of the last layer, the one that maps features to
+  // classes ("fc", "classifier.6"); its tensors are `head + ".weight"` and
+  // `head + ".bias"`. --load re-initializes it when its shape differs from
+  // the file's; "" for token models.
+  std::string head;
+  // Classifiers: the same model with a head of `classes` outputs (--num-classes).
+  std::function<std::shared_ptr<const ModelSpec>(int64_t classes)> with_classes;
+  // Models that take any image size from min_image x min_image up (adaptive
+  // pooling: the torchvision architectures): the same model at H x W input.
+  // Empty for fixed-size models.
+  std::function<std::shared_ptr<const ModelSpec>(int64_t h, int64_t w)> with_image;
+  int64_t min_image = 0;
 };
 
 // The model's input at `precision`: f32 images become bf16 (or are rounded to

@@ -1,6 +1,7 @@
 #include "nn/sequential.h"
 
 #include "core/error.h"
+#include "core/timeline.h"
 #include "ops/elementwise.h"
 
 namespace cohort::nn {
@@ -69,6 +70,8 @@ static void store_as_f16(const Tensor& t, const Context& ctx) {
 }
 
 const Tensor& Sequential::forward_range(size_t begin, size_t end, const Tensor& x, Context& ctx) {
+  if (timeline::on()) [[unlikely]]
+    return forward_traced(begin, end, x, ctx);
   const Tensor* h = &x;
   for (size_t i = begin; i < end; ++i) {
     h = &children_[i].second->forward(*h, ctx);
@@ -77,16 +80,60 @@ const Tensor& Sequential::forward_range(size_t begin, size_t end, const Tensor& 
   return *h;
 }
 
+// Child i's backward; then its gradient range is announced (after the span
+// of its backward, when traced: the bucket it completes is queued after it).
+const Tensor& Sequential::backward_child(size_t i, const Tensor& dy, Context& ctx) {
+  Module& m = *children_[i].second;
+  const Tensor& g = m.backward(dy, ctx);
+  if (m.needs_input_grad()) store_as_f16(g, ctx);
+  return g;
+}
+
+static void announce(Module& m, Context& ctx) {
+  // A nested Sequential has announced its children already.
+  const bool nested = dynamic_cast<Sequential*>(&m) != nullptr;
+  if (m.num_params() && ctx.grad_ready && !nested) ctx.grad_ready(m.param_begin(), m.param_end());
+}
+
 const Tensor& Sequential::backward_range(size_t begin, size_t end, const Tensor& dy,
                                          Context& ctx) {
+  if (timeline::on()) [[unlikely]]
+    return backward_traced(begin, end, dy, ctx);
   const Tensor* g = &dy;
   for (size_t i = end; i-- > begin;) {
-    Module& m = *children_[i].second;
-    g = &m.backward(*g, ctx);
-    if (m.needs_input_grad()) store_as_f16(*g, ctx);
-    // A nested Sequential has announced its children already.
-    const bool nested = dynamic_cast<Sequential*>(&m) != nullptr;
-    if (m.num_params() && ctx.grad_ready && !nested) ctx.grad_ready(m.param_begin(), m.param_end());
+    g = &backward_child(i, *g, ctx);
+    announce(*children_[i].second, ctx);
+  }
+  return *g;
+}
+
+void Sequential::trace_children() {
+  trace_names_.clear();
+  for (auto& [name, m] : children_)
+    trace_names_.push_back({timeline::intern("forward " + name), timeline::intern("backward " + name)});
+}
+
+const Tensor& Sequential::forward_traced(size_t begin, size_t end, const Tensor& x, Context& ctx) {
+  const Tensor* h = &x;
+  for (size_t i = begin; i < end; ++i) {
+    const char* name = trace_names_.empty() ? nullptr : trace_names_[i].first;
+    timeline::Span span("forward", name, "layer", int64_t(i));
+    h = &children_[i].second->forward(*h, ctx);
+    store_as_f16(*h, ctx);
+  }
+  return *h;
+}
+
+const Tensor& Sequential::backward_traced(size_t begin, size_t end, const Tensor& dy,
+                                          Context& ctx) {
+  const Tensor* g = &dy;
+  for (size_t i = end; i-- > begin;) {
+    {
+      const char* name = trace_names_.empty() ? nullptr : trace_names_[i].second;
+      timeline::Span span("backward", name, "layer", int64_t(i));
+      g = &backward_child(i, *g, ctx);
+    }
+    announce(*children_[i].second, ctx);
   }
   return *g;
 }

@@ -29,9 +29,19 @@ class Sequential : public Module {
   // Runs children [begin, end) only: the pieces a pipeline stage runs.
   const Tensor& forward_range(size_t begin, size_t end, const Tensor& x, Context& ctx);
   const Tensor& backward_range(size_t begin, size_t end, const Tensor& dy, Context& ctx);
+  // A model's top level: each child's forward and backward become timeline
+  // spans named "forward <child>" and "backward <child>" (core/timeline.h).
+  void trace_children();
 
  private:
+  // The ranges' loops with a timeline span around each child (timeline on).
+  const Tensor& forward_traced(size_t begin, size_t end, const Tensor& x, Context& ctx);
+  const Tensor& backward_traced(size_t begin, size_t end, const Tensor& dy, Context& ctx);
+  const Tensor& backward_child(size_t i, const Tensor& dy, Context& ctx);
+
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+  // Interned span names per child, {forward, backward}; empty unless traced.
+  std::vector<std::pair<const char*, const char*>> trace_names_;
 };
 
 // What follows a residual sum: ReLU (ResNet) or nothing (pre-norm transformers).

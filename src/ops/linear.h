@@ -26,4 +26,12 @@ class Linear {
 
 std::unique_ptr<Linear> make_linear(Device device, const LinearShape& shape, bool relu);
 
+// bf16 runs: whether each Linear keeps its weight's bf16 copy from forward to
+// backward_data (true, the default: one conversion a step, 2 bytes a weight
+// held all run) or converts at every use into one scratch a thread's linears
+// share (false: one more pass over the weight a step). ZeRO stage 3 sets
+// false while it runs: its ranks hold 4 Psi/N bytes of weights, and copies of
+// every layer would add 2 Psi (gpt2: 162 MB a rank, measured).
+void set_keep_bf16_weights(bool keep);
+
 }  // namespace cohort::ops

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/timeline.h"
 #include "optim/clip.h"
 
 namespace cohort {
@@ -82,6 +83,7 @@ bool has_nonfinite(const float* g, int64_t n) {
 
 bool scaled_step(Optimizer& opt, LossScaler& scaler, float* params, float* grads, int64_t n,
                  float lr, float clip_norm, const OverflowVote& vote) {
+  timeline::Span span("optimizer", "optimizer");
   if (scaler.enabled()) {
     bool overflow = has_nonfinite(grads, n);
     if (vote) overflow = vote(overflow);

@@ -1,5 +1,7 @@
 #include "parallel/comm_queue.h"
 
+#include "core/timeline.h"
+
 namespace cohort {
 
 CommQueue::CommQueue() : thread_([this] { loop(); }) {}
@@ -32,6 +34,7 @@ void CommQueue::wait(Ticket t) {
 }
 
 void CommQueue::loop() {
+  timeline::name_thread("comm queue");
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });

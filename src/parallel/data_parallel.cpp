@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/clock.h"
+#include "core/timeline.h"
 #include "parallel/registry.h"
 
 namespace cohort {
@@ -18,6 +19,7 @@ BucketReducer::BucketReducer(comm::Communicator& comm, float* grads, int64_t n, 
     buckets_.push_back({std::max<int64_t>(0, end - per), end});
   pending_.assign(buckets_.size(), 0);
   comm_.prepare(algo);  // collective splits here, not on the comm thread
+  queued_ns_.assign(buckets_.size(), 0);
   if (overlap_) thread_ = std::thread([this] { comm_loop(); });
 }
 
@@ -38,11 +40,34 @@ BucketReducer::~BucketReducer() {
 }
 
 void BucketReducer::reduce_bucket(size_t i) {
+  if (timeline::on()) [[unlikely]]
+    return reduce_bucket_traced(i);
   auto [b, e] = buckets_[i];
   reducer_.allreduce(comm_, grads_ + b, e - b, comm::ReduceOp::kSum);
 }
 
+void BucketReducer::reduce_bucket_traced(size_t i) {
+  auto [b, e] = buckets_[i];
+  timeline::Event ev;
+  ev.cat = "allreduce";
+  ev.id_name = "bucket";
+  ev.id = int64_t(i);
+  ev.bytes = (e - b) * int64_t(sizeof(float));
+  ev.lane = timeline::lane("allreduce bucket " + std::to_string(i));
+  const int64_t start = timeline::now_ns();
+  ev.name = "queued";  // from the moment backward completed it (no overlap: now)
+  ev.begin_ns = overlap_ ? queued_ns_[i] : start;
+  ev.end_ns = start;
+  timeline::record(ev);
+  reducer_.allreduce(comm_, grads_ + b, e - b, comm::ReduceOp::kSum);
+  ev.name = "allreduce";
+  ev.begin_ns = start;
+  ev.end_ns = timeline::now_ns();
+  timeline::record(ev);
+}
+
 void BucketReducer::comm_loop() {
+  timeline::name_thread("allreduce");
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -73,6 +98,8 @@ void BucketReducer::on_grad_ready(int64_t begin, int64_t end) {
     if (overlap <= 0) continue;
     pending_[i] -= overlap;
     if (pending_[i] == 0) {
+      if (timeline::on()) [[unlikely]]
+        queued_ns_[i] = timeline::now_ns();
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(i);
       cv_.notify_all();
@@ -128,7 +155,10 @@ StepResult DataParallel::step(const Batch& batch, float lr, StepTimes& times) {
   }
   micro_ = 0;
   t.reset();
-  reduce_.finish();
+  {
+    timeline::Span span("allreduce", "wait for all-reduce");
+    reduce_.finish();
+  }
   times.comm += t.seconds();
   t.reset();
   local_.apply(lr);

@@ -46,6 +46,9 @@ class BucketReducer {
   void on_grad_ready(int64_t begin, int64_t end);
   void comm_loop();
   void reduce_bucket(size_t i);
+  // reduce_bucket with the bucket's "queued" and "allreduce" spans on its
+  // own timeline lane (Horovod's QUEUE and ALLREDUCE phases of a tensor).
+  void reduce_bucket_traced(size_t i);
 
   comm::Communicator& comm_;
   float* grads_;
@@ -53,6 +56,7 @@ class BucketReducer {
   GradReducer reducer_;  // used by one thread at a time: the comm thread, or finish()
   std::vector<std::pair<int64_t, int64_t>> buckets_;
   std::vector<int64_t> pending_;  // elements of each bucket not yet announced
+  std::vector<int64_t> queued_ns_;  // timeline on: when each bucket was queued
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 void check_elastic_flags(const ElasticConfig& c, const std::set<std::string>& given) {
   const bool elastic = given.count("--elastic") > 0;
   for (const char* f : {"--min-workers", "--max-workers", "--hostfile", "--host-discovery-script",
-                        "--max-restarts"})
+                        "--max-restarts", "--cooldown"})
     COHORT_INPUT_CHECK(elastic || !given.count(f), f, " needs --elastic");
   if (!elastic) return;
   COHORT_INPUT_CHECK(given.count("--min-workers"), "--elastic needs --min-workers M");
@@ -41,6 +41,7 @@ void check_elastic_flags(const ElasticConfig& c, const std::set<std::string>& gi
   COHORT_INPUT_CHECK(c.min_workers <= c.max_workers, "--min-workers ", c.min_workers,
                      " is more than --max-workers ", c.max_workers);
   COHORT_INPUT_CHECK(c.max_restarts >= 0, "--max-restarts must be 0 or more, got ", c.max_restarts);
+  COHORT_INPUT_CHECK(c.cooldown_s >= 0, "--cooldown must be 0 or more seconds, got ", c.cooldown_s);
   const int sources = int(given.count("--workers")) + int(given.count("--hostfile")) +
                       int(given.count("--host-discovery-script"));
   COHORT_INPUT_CHECK(sources <= 1,
@@ -143,7 +144,7 @@ struct Job {
   std::string out_buf, err_buf;
   std::map<int, RankProc> ranks;
   double training_at = -1;   // its start event: training again
-  double committed_at = -1;  // its last epoch (or commit) event
+  int64_t grow_after = -2;   // more slots seen: grow once a commit newer than this is written
   std::string summary;  // the job's summary line (jsonl)
   int signal_rank = -1, signal_no = 0;  // mpirun: "process rank R ... exited on signal S"
   std::vector<int> named_stalled;       // the heartbeat or the arrival check named them
@@ -153,7 +154,11 @@ struct Job {
 
 class Supervisor {
  public:
-  Supervisor(const ElasticConfig& c, std::vector<std::string> args) : c_(c), args_(std::move(args)) {}
+  Supervisor(const ElasticConfig& c, std::vector<std::string> args, std::string commit_dir,
+             bool own_dir)
+      : c_(c), args_(std::move(args)), commit_dir_(std::move(commit_dir)), own_dir_(own_dir) {
+    progress_path_ = commit_dir_ + ".progress";
+  }
   int run();
 
  private:
@@ -166,17 +171,19 @@ class Supervisor {
   std::vector<Failure> failures(const Job& job) const;
   std::vector<HostSlots> discover(bool must);
   std::vector<std::string> launch_args() const;
-  int resumable_epoch() const;
+  void watch_hosts(Job& job);
+  int wait_for_slots(int world);
+  int64_t progress() const;
   void print_summary(const Job& job);
 
   ElasticConfig c_;
   std::vector<std::string> args_;
   HostPool pool_;
   std::vector<std::string> rank_hosts_;
-  std::string checkpoint_;   // the file the job saves to and resumes from
-  bool own_checkpoint_ = false;
-  bool commits_ = false;     // the job commits to --checkpoint-dir and resumes with auto
-  std::string commit_dir_;
+  std::string commit_dir_;     // the job's --checkpoint-dir: restarts resume with auto
+  bool own_dir_ = false;       // the supervisor's own, removed after a run that finished
+  std::string progress_path_;  // rank 0's update count (kElasticProgress)
+  std::map<int, int64_t> epoch_images_;  // the last epoch line's images, by epoch
   Job job_;
   double last_discovery_ = -1e9;
   nlohmann::ordered_json restarts_ = nlohmann::ordered_json::array();
@@ -197,27 +204,23 @@ std::vector<HostSlots> Supervisor::discover(bool must) {
   return parse_discovery(text, c_.discovery_script);
 }
 
+// The first job runs the command as given (a new run clears the folder's
+// commits; --resume auto continues a supervisor that died); restarts
+// continue from the newest commit.
 std::vector<std::string> Supervisor::launch_args() const {
-  std::vector<std::string> a = args_;
-  if (commits_) {
-    if (std::find(a.begin(), a.end(), "--resume") == a.end()) a.insert(a.end(), {"--resume", "auto"});
-    return a;
-  }
-  if (own_checkpoint_) a.insert(a.end(), {"--save", checkpoint_});
-  if (fs::exists(checkpoint_)) {
-    a = without_flags(a, {"--resume"});
-    a.insert(a.end(), {"--resume", checkpoint_});
-  }
+  if (restarts_.empty()) return args_;
+  std::vector<std::string> a = without_flags(args_, {"--resume"});
+  a.insert(a.end(), {"--resume", "auto"});
   return a;
 }
 
-int Supervisor::resumable_epoch() const {
-  if (commits_ || !fs::exists(checkpoint_)) return 0;
-  try {
-    return c_.checkpoint_epoch ? c_.checkpoint_epoch(checkpoint_) : 0;
-  } catch (const std::exception&) {
-    return 0;
-  }
+// The update rank 0 reached (-1: unknown), from the job's beacon file.
+int64_t Supervisor::progress() const {
+  int64_t updates = -1;
+  const int fd = open(progress_path_.c_str(), O_RDONLY);
+  if (fd >= 0 && pread(fd, &updates, sizeof updates, 0) != sizeof updates) updates = -1;
+  if (fd >= 0) close(fd);
+  return updates;
 }
 
 void Supervisor::start_job(int world) {
@@ -234,6 +237,7 @@ void Supervisor::start_job(int world) {
     dup2(err[1], 2);
     close(out[0]), close(err[0]), close(out[1]), close(err[1]);
     signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
+    die_with_parent();  // SIGKILL to the supervisor takes mpirun, and mpirun its ranks
     std::vector<char*> argv;
     for (auto& a : cmd) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -272,13 +276,10 @@ void Supervisor::handle_line(Job& job, const std::string& line, bool err) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
     const std::string event = j.is_object() ? j.value("event", "") : "";
     if (event == "start" && job.training_at < 0) job.training_at = t;
-    if (event == "epoch") job.committed_at = t;
-    if (event == "commit") job.committed_at = t;
+    if (event == "epoch" && j.contains("images")) epoch_images_[j["epoch"]] = j["images"];
     if (event == "summary") job.summary = line, hold = true;
   } else if (line.rfind("cohort train: model", 0) == 0 && job.training_at < 0) {
     job.training_at = t;
-  } else if (line.rfind("epoch ", 0) == 0 && line.find(": train loss") != std::string::npos) {
-    job.committed_at = t;
   }
   if (job.training_at == t && pending_failure_at_ >= 0) {
     restarts_.back()["recovery_seconds"] = std::round((t - pending_failure_at_) * 100) / 100;
@@ -358,24 +359,39 @@ void Supervisor::watch(Job& job) {
       if (p.gone_at >= 0 && t - p.gone_at > 10) end_job(job, "a rank was lost");
       if (p.stopped_at >= 0 && t - p.stopped_at > stall_limit) end_job(job, "a rank stalled");
     }
-    if (!c_.discovery_script.empty() && t - last_discovery_ >= c_.discovery_interval_s &&
-        job.stopped_for.empty()) {
-      last_discovery_ = t;
-      const auto seen = discover(false);
-      if (!seen.empty()) {
-        pool_.update(seen);
-        const int world = int(rank_hosts_.size());
-        const auto now_hosts = pool_.assign(world, t);
-        // More slots (new hosts, or one back from its cool-down): grow at
-        // once, from the last checkpoint. A host gone: its ranks are dropped.
-        if (world < c_.max_workers && pool_.available(t) > world)
-          end_job(job, "more slots");
-        else if (now_hosts != rank_hosts_)
-          end_job(job, "hosts changed");
-      }
-    }
+    if (job.stopped_for.empty()) watch_hosts(job);
   }
   reap(job);
+}
+
+// A host gone from discovery: its ranks are dropped at once. More slots (new
+// hosts, or ones back from a cool-down): the job grows at its next commit,
+// so the restart redoes nothing.
+void Supervisor::watch_hosts(Job& job) {
+  const double t = now_s();
+  const int world = int(rank_hosts_.size());
+  if (!c_.discovery_script.empty() && t - last_discovery_ >= c_.discovery_interval_s) {
+    last_discovery_ = t;
+    const auto seen = discover(false);
+    if (!seen.empty()) pool_.update(seen);
+    if (!seen.empty() && !pool_.fits(rank_hosts_, t)) return end_job(job, "hosts changed");
+  }
+  if (world >= c_.max_workers || pool_.available(t) <= world) return;
+  const int64_t newest = newest_commit(commit_dir_).updates;
+  if (job.grow_after == -2) job.grow_after = newest;
+  else if (newest > job.grow_after) end_job(job, "more slots");
+}
+
+// Fewer slots than --min-workers: waits for failed slots (or hosts) to come
+// back from their cool-down, where any will. Returns the world to run.
+int Supervisor::wait_for_slots(int world) {
+  for (double back; world < c_.min_workers && !g_signal && (back = pool_.next_return(now_s())) >= 0;) {
+    std::fprintf(stderr, "cohort elastic: %d slot(s) free, fewer than --min-workers %d; "
+                 "waiting %.1f s for slots to return\n", world, c_.min_workers, back - now_s());
+    while (now_s() < back && !g_signal) poll(nullptr, 0, 50);
+    world = std::min(c_.max_workers, pool_.available(now_s()));
+  }
+  return world;
 }
 
 std::vector<Failure> Supervisor::failures(const Job& job) const {
@@ -414,10 +430,13 @@ void Supervisor::print_summary(const Job& job) {
   double lost = 0;
   for (auto& r : restarts_) lost += r.value("recovery_seconds", 0.0) + r.value("redone_seconds", 0.0);
   lost = std::round(lost * 100) / 100;
+  std::vector<int64_t> images;  // every epoch's samples, as its last line counted them
+  for (auto& [epoch, n] : epoch_images_) images.push_back(n);
   if (c_.jsonl && !job.summary.empty()) {
     auto s = nlohmann::ordered_json::parse(job.summary, nullptr, false);
     if (s.is_object()) {
-      s["elastic"] = {{"restarts", restarts_}, {"time_lost_seconds", lost}};
+      s["elastic"] = {{"restarts", restarts_}, {"time_lost_seconds", lost},
+                      {"epoch_images", images}};
       std::printf("%s\n", s.dump().c_str());
       return;
     }
@@ -428,6 +447,7 @@ void Supervisor::print_summary(const Job& job) {
 
 int Supervisor::run() {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  setenv(kElasticProgress, progress_path_.c_str(), 1);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
@@ -443,25 +463,15 @@ int Supervisor::run() {
     pool_.update(discover(true));
     last_discovery_ = now_s();
   } else {
+    pool_ = HostPool(c_.cooldown_s);
     pool_.update({{"localhost", c_.workers > 0 ? c_.workers : c_.max_workers}});
-  }
-  // Where the job commits: the new --checkpoint-dir (resumed with auto), the
-  // user's --save, or a file of the supervisor's own.
-  for (size_t i = 0; i + 1 < args_.size(); ++i)
-    if (args_[i] == "--checkpoint-dir") commit_dir_ = args_[i + 1], commits_ = true;
-  for (size_t i = 0; i + 1 < args_.size(); ++i)
-    if (args_[i] == "--save") checkpoint_ = args_[i + 1];
-  if (!commits_ && checkpoint_.empty()) {
-    const fs::path dir = fs::temp_directory_path() / ("cohort-elastic-" + std::to_string(getpid()));
-    fs::create_directories(dir);
-    checkpoint_ = (dir / "elastic.safetensors").string();
-    own_checkpoint_ = true;
   }
 
   int world = std::min(c_.max_workers, pool_.available(now_s()));
   int failed_restarts = 0;
   int code = 1;
   while (true) {
+    world = wait_for_slots(world);
     if (world < c_.min_workers) {
       std::fprintf(stderr, "cohort: elastic: %d slot(s) left, fewer than --min-workers %d\n", world,
                    c_.min_workers);
@@ -481,13 +491,14 @@ int Supervisor::run() {
       break;
     }
     const double t = now_s();
-    const double commit = job_.committed_at >= 0 ? job_.committed_at : job_.training_at;
+    const int64_t reached = progress();
     nlohmann::ordered_json rec = {{"restart", restarts_.size() + 1}, {"world_before", world}};
     std::string what;
     double failed_at = t;
     if (job_.stopped_for == "hosts changed" || job_.stopped_for == "more slots") {
-      what = job_.stopped_for == "more slots" ? "more slots were discovered"
-                                              : "the discovered hosts changed";
+      what = job_.stopped_for == "more slots"
+                 ? "more slots are free (new hosts, or back from a cool-down): grown at a commit"
+                 : "the discovered hosts changed";
       rec["cause"] = job_.stopped_for;
     } else {
       const std::vector<Failure> lost = failures(job_);
@@ -519,31 +530,31 @@ int Supervisor::run() {
       const auto seen = discover(false);
       if (!seen.empty()) pool_.update(seen);
     }
-    world = std::min(c_.max_workers, pool_.available(t));
-    double redone = commit >= 0 ? std::max(0.0, failed_at - commit) : 0;
-    const int epoch = resumable_epoch();
+    world = wait_for_slots(std::min(c_.max_workers, pool_.available(t)));
+    // --resume auto takes the newest commit: redone is the work since it.
+    const CommitSeen last = newest_commit(commit_dir_);
+    const int64_t from = std::max<int64_t>(0, last.updates);
+    const double since_start = job_.training_at >= 0 ? failed_at - job_.training_at : 0;
+    const double redone = std::max(0.0, last.updates >= 0 ? failed_at - (now_s() - last.age_s) : since_start);
+    const int64_t steps = reached >= 0 ? std::max<int64_t>(0, reached - from) : 0;
     rec["world"] = world;
-    std::string from = detail::concat("epoch ", epoch);
-    if (commits_) {
-      // --resume auto takes the newest commit: redone is the work since it.
-      const CommitSeen last = newest_commit(commit_dir_);
-      rec["resumed_from_update"] = std::max<int64_t>(0, last.updates);
-      from = detail::concat("update ", std::max<int64_t>(0, last.updates));
-      if (last.updates >= 0) redone = std::max(0.0, failed_at - (now_s() - last.age_s));
-    } else {
-      rec["resumed_from_epoch"] = epoch;
-    }
+    rec["failed_at_update"] = reached;
+    rec["resumed_from_update"] = from;
+    rec["steps_redone"] = steps;
     rec["redone_seconds"] = std::round(redone * 100) / 100;
     // Of the recovery: the loss to the job's end (the rest is the new start).
     rec["ended_after_seconds"] = std::round((t - failed_at) * 100) / 100;
     restarts_.push_back(rec);
     pending_failure_at_ = failed_at;
     if (world >= c_.min_workers)
-      std::fprintf(stderr, "cohort elastic: %s; restart %zu at %d ranks (was %d), from %s, "
-                   "redoing %.1f s of training\n", what.c_str(), restarts_.size(), world,
-                   rec["world_before"].get<int>(), from.c_str(), redone);
+      std::fprintf(stderr, "cohort elastic: %s; restart %zu at %d ranks (was %d), from update %lld, "
+                   "redoing %lld steps (%.1f s) of training\n", what.c_str(), restarts_.size(),
+                   world, rec["world_before"].get<int>(), (long long)from, (long long)steps, redone);
   }
-  if (own_checkpoint_) fs::remove_all(fs::path(checkpoint_).parent_path());
+  fs::remove(progress_path_);
+  // Its own folder goes once the run finished, or where it holds no commit
+  // to resume (kept otherwise: --resume auto --checkpoint-dir continues it).
+  if (own_dir_ && (code == 0 || newest_commit(commit_dir_).updates < 0)) fs::remove_all(commit_dir_);
   return code;
 }
 
@@ -554,9 +565,28 @@ int run_elastic(const ElasticConfig& c, const std::vector<std::string>& train_ar
   std::vector<std::string> args =
       without_flags(train_args,
                     {"--workers", "--min-workers", "--max-workers", "--hostfile",
-                     "--host-discovery-script", "--max-restarts"},
+                     "--host-discovery-script", "--max-restarts", "--cooldown"},
                     {"--elastic"});
-  Supervisor s(c, args);
+  // Restarts resume from commits: --commit-every auto unless given, into a
+  // folder of the supervisor's own unless --checkpoint-dir is given.
+  std::string dir;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--checkpoint-dir" && i + 1 < args.size()) dir = args[i + 1];
+    if (args[i].rfind("--checkpoint-dir=", 0) == 0) dir = args[i].substr(17);
+  }
+  const bool has_every = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "--commit-every" || a.rfind("--commit-every=", 0) == 0;
+  });
+  if (!has_every) args.insert(args.end(), {"--commit-every", "auto"});
+  const bool own_dir = dir.empty();
+  if (own_dir) {
+    const fs::path base = fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+    dir = (base / ("cohort-elastic-" + std::to_string(getpid()))).string();
+    args.insert(args.end(), {"--checkpoint-dir", dir});
+    std::fprintf(stderr, "cohort elastic: commits go to %s (should this supervisor die, continue "
+                 "with --resume auto --checkpoint-dir %s)\n", dir.c_str(), dir.c_str());
+  }
+  Supervisor s(c, args, dir, own_dir);
   return s.run();
 }
 

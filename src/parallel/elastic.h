@@ -4,13 +4,14 @@
 // ranks' heartbeat, comm/mpi/heartbeat.h, ends the job naming it; or the
 // supervisor sees it stopped), ends what is left of the job (its process
 // group, so no rank survives it) and starts it again with the ranks that are
-// left, from the last checkpoint the run committed. Torchrun's
-// --max-restarts bounds the retries; hosts (parallel/hosts.h) that fail
-// twice cool down (Horovod's blacklist), and a discovery script that reports
-// more slots grows the job back at a restart.
+// left, from the newest commit (train/commits.h; --commit-every auto unless
+// given). Torchrun's --max-restarts bounds the retries; a failed rank's slot
+// and a host that failed twice (parallel/hosts.h) cool down (Horovod's
+// blacklist), and when more slots are free (discovery reports new hosts, or
+// the cool-down ends) the job grows back at its next commit. Its ranks die
+// with it (parent-death signals), even by SIGKILL.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,11 +27,8 @@ struct ElasticConfig {
   double timeout = 0;  // the train flags' --timeout (0: the heartbeat's default)
   int threads = 0;     // the train flags' --threads
   bool jsonl = false;  // --log jsonl: the summary line gets an "elastic" object
-  double cooldown_s = 30;          // a host that failed twice sits out this long
-  double discovery_interval_s = 3;  // the discovery script runs this often
-  // The epochs a checkpoint file holds, for the restart reports (train/
-  // reads checkpoints; parallel/ does not depend on it).
-  std::function<int(const std::string&)> checkpoint_epoch;
+  double cooldown_s = 30;  // --cooldown: a failed slot (a host that failed twice) sits out this long
+  double discovery_interval_s = 1;  // the discovery script runs this often (as Horovod)
 };
 
 // The newest commit in a --checkpoint-dir (train/commits.h names them

@@ -77,7 +77,7 @@ void HostPool::update(const std::vector<HostSlots>& seen) {
       h.listed = false;
       continue;
     }
-    if (!h.listed || it->slots != h.slots) h.lost = 0;  // back, or changed: afresh
+    if (!h.listed || it->slots != h.slots) h.lost_until.clear();  // back, or changed: afresh
     h.listed = true;
     h.slots = it->slots;
   }
@@ -102,13 +102,13 @@ std::vector<std::string> HostPool::assign(int world, double now) const {
 bool HostPool::fail(const std::string& host, double now, int keep) {
   for (Host& h : hosts_) {
     if (h.name != host) continue;
-    ++h.lost;
+    h.lost_until.push_back(now + cooldown_s_);
     if (++h.failures < kMaxHostFailures) return false;
     const int others = available(now) - usable(h, now);
     if (others < keep) return false;  // cooling it down would end the job
     h.cool_until = now + cooldown_s_;
     h.failures = 0;
-    h.lost = 0;  // after the cool-down it returns whole
+    h.lost_until.clear();  // after the cool-down it returns whole
     return true;
   }
   return false;
@@ -119,6 +119,27 @@ std::vector<std::string> HostPool::cooling(double now) const {
   for (const Host& h : hosts_)
     if (h.listed && now < h.cool_until) out.push_back(h.name);
   return out;
+}
+
+bool HostPool::fits(const std::vector<std::string>& assigned, double now) const {
+  for (const Host& h : hosts_)
+    if (std::count(assigned.begin(), assigned.end(), h.name) > usable(h, now)) return false;
+  return std::all_of(assigned.begin(), assigned.end(), [&](const std::string& name) {
+    return std::any_of(hosts_.begin(), hosts_.end(), [&](const Host& h) { return h.name == name; });
+  });
+}
+
+double HostPool::next_return(double now) const {
+  double next = -1;
+  auto consider = [&](double t) {
+    if (t > now && (next < 0 || t < next)) next = t;
+  };
+  for (const Host& h : hosts_) {
+    if (!h.listed) continue;
+    consider(h.cool_until);
+    for (double t : h.lost_until) consider(t);
+  }
+  return next;
 }
 
 }  // namespace cohort

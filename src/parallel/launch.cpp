@@ -1,5 +1,9 @@
 #include "parallel/launch.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -7,6 +11,12 @@
 #include "core/cpus.h"
 
 namespace cohort {
+
+void die_with_parent() {
+  const pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent || parent == 1) _exit(137);  // died before the request took
+}
 
 std::vector<std::string> mpirun_command(const std::vector<std::string>& args, int workers) {
   // --quiet: no banners around a rank's own one-line error.

@@ -9,6 +9,15 @@ namespace cohort {
 
 // Set by the launcher for its ranks: only rank 0 prints an InputError.
 constexpr const char* kLaunchedByWorkers = "COHORT_LAUNCHED_BY_WORKERS";
+// Set by the elastic supervisor for its jobs' ranks: the file where rank 0
+// keeps the update it reached (train/commits.h's ProgressBeacon); a rank
+// that sees it dies with its parent (mpirun, which dies with the supervisor).
+constexpr const char* kElasticProgress = "COHORT_ELASTIC_PROGRESS";
+
+// Asks the kernel to SIGKILL this process when its parent dies (and exits
+// at once where the parent is already gone): an elastic job's mpirun and
+// ranks do not outlive a supervisor killed with SIGKILL.
+void die_with_parent();
 
 // `mpirun ... -np workers <this binary> args...` (args: the cohort command
 // line without the program name and without --workers).

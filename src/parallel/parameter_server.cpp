@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/timeline.h"
 #include "parallel/registry.h"
 
 namespace cohort {
@@ -65,14 +66,22 @@ StepResult ParameterServer::work(const Batch& batch, float lr, StepTimes& times)
   times.compute += t.seconds();
   Timer c;
   const Arena& a = model_.params();
-  std::vector<std::unique_ptr<comm::Request>> reqs;
+  const int64_t bytes = a.size() * int64_t(sizeof(float));
+  std::vector<std::unique_ptr<comm::Request>> pushes, pulls;
   for (int j = 0; j < cfg_.servers; ++j) {
     const int64_t b = shard_begin(j), e = shard_end(j);
     const Tensor g = a.grads().slice(b, e), p = a.params().slice(b, e);
-    reqs.push_back(world_.isend(g.data(), g.nbytes(), workers_ + j, kPushTag));
-    reqs.push_back(world_.irecv(p.data(), p.nbytes(), workers_ + j, kPullTag));
+    pushes.push_back(world_.isend(g.data(), g.nbytes(), workers_ + j, kPushTag));
+    pulls.push_back(world_.irecv(p.data(), p.nbytes(), workers_ + j, kPullTag));
   }
-  for (auto& q : reqs) comm::wait_yielding(world_, *q);
+  {  // every push is done before any server answers, so the two spans follow each other
+    timeline::Span span("ps", "push", nullptr, -1, bytes);
+    for (auto& q : pushes) comm::wait_yielding(world_, *q);
+  }
+  {
+    timeline::Span span("ps", "pull", nullptr, -1, bytes);
+    for (auto& q : pulls) comm::wait_yielding(world_, *q);
+  }
   times.comm += c.seconds();
   return r;
 }
@@ -85,22 +94,29 @@ void ParameterServer::serve_sync(float lr, StepTimes& times) {
     const Tensor& in = inbox_[size_t(w)];
     reqs.push_back(world_.irecv(in.data(), in.nbytes(), w, kPushTag));
   }
-  for (auto& q : reqs) comm::wait_yielding(world_, *q);
+  {
+    timeline::Span span("ps", "push", nullptr, -1, sum_.nbytes() * workers_);
+    for (auto& q : reqs) comm::wait_yielding(world_, *q);
+  }
   times.comm += c.seconds();
   Timer t;
-  // In worker order, so every run sums alike.
-  float* sum = sum_.f32();
-  std::copy(inbox_[0].f32(), inbox_[0].f32() + n, sum);
-  for (int w = 1; w < workers_; ++w) {
-    const float* g = inbox_[size_t(w)].f32();
-    for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
-  }
   float* params = model_.params().params().f32() + b;
-  opt_.step(params, sum, n, lr);
+  {
+    timeline::Span span("optimizer", "optimizer");
+    // In worker order, so every run sums alike.
+    float* sum = sum_.f32();
+    std::copy(inbox_[0].f32(), inbox_[0].f32() + n, sum);
+    for (int w = 1; w < workers_; ++w) {
+      const float* g = inbox_[size_t(w)].f32();
+      for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
+    }
+    opt_.step(params, sum, n, lr);
+  }
   ++version_;
   updates_ += workers_;  // every gradient was computed on the current weights: staleness 0
   times.compute += t.seconds();
   Timer s;
+  timeline::Span span("ps", "pull", nullptr, -1, sum_.nbytes() * workers_);
   reqs.clear();
   for (int w = 0; w < workers_; ++w)
     reqs.push_back(world_.isend(params, sum_.nbytes(), w, kPullTag));  // n elements, as sum_
@@ -111,6 +127,8 @@ void ParameterServer::serve_sync(float lr, StepTimes& times) {
 void ParameterServer::reply(int w) {
   const int64_t b = shard_begin(server_), n = shard_end(server_) - b;
   auto& pending = sends_[size_t(w)];
+  // The answer's send is issued here and completes while the server goes on.
+  timeline::Span span("ps", "pull", "worker", w, outbox_[size_t(w)].nbytes());
   if (pending) comm::wait_yielding(world_, *pending);
   const float* params = model_.params().params().f32() + b;
   Tensor& copy = outbox_[size_t(w)];
@@ -135,14 +153,20 @@ void ParameterServer::serve_async(float lr, StepTimes& times) {
       comm::idle(round++);
       continue;
     }
-    world_.recv(inbox_[size_t(from)].data(), inbox_[size_t(from)].nbytes(), from, kPushTag);
+    {
+      timeline::Span span("ps", "push", "worker", from, inbox_[size_t(from)].nbytes());
+      world_.recv(inbox_[size_t(from)].data(), inbox_[size_t(from)].nbytes(), from, kPushTag);
+    }
     times.comm += wait.seconds();
     Timer t;
     const int64_t stale = version_ - read_version_[size_t(from)];
     staleness_sum_ += double(stale);
     staleness_max_ = std::max(staleness_max_, stale);
     ++updates_;
-    opt_.step(params, inbox_[size_t(from)].f32(), n, lr);
+    {
+      timeline::Span span("optimizer", "optimizer", "worker", from);
+      opt_.step(params, inbox_[size_t(from)].f32(), n, lr);
+    }
     ++version_;
     ++clock_[size_t(from)];
     waiting_[size_t(from)] = true;

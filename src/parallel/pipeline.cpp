@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/timeline.h"
 #include "parallel/registry.h"
 #include "parallel/stages.h"
 
@@ -33,6 +34,26 @@ void recv_wire(comm::Communicator& c, Tensor& dst, DType precision, Tensor& wire
   f16_to_f32(wire.f16(), dst.f32(), size_t(dst.numel()));
 }
 
+// A non-blocking send's span on the timeline: from isend until a wait saw it
+// complete (an async span: sends of several micro-batches overlap).
+void begin_send(timeline::Event& e, const char* name, int m, const Tensor& t) {
+  if (!timeline::on()) return;
+  e.name = name;
+  e.cat = "pipeline";
+  e.ph = 'a';
+  e.id_name = "micro_batch";
+  e.id = m;
+  e.bytes = t.nbytes();
+  e.begin_ns = timeline::now_ns();
+}
+
+void end_send(timeline::Event& e) {
+  if (!e.name) return;
+  e.end_ns = timeline::now_ns();
+  timeline::record(e);
+  e.name = nullptr;
+}
+
 }  // namespace
 
 // One micro-batch in flight on this stage: a view of the model with its own
@@ -44,11 +65,14 @@ struct Pipeline::Slot {
   Tensor input;  // stage 0: the micro-batch's images in the compute precision
   Tensor wire_in, wire_y, wire_dx;  // fp16: what travels, as fp16
   std::unique_ptr<comm::Request> send_y, send_dx;
+  timeline::Event trace_y, trace_dx;  // the sends' spans while in flight (timeline on)
   bool busy = false;
 
   void finish_sends() {
     if (send_y) send_y->wait();
+    end_send(trace_y);
     if (send_dx) send_dx->wait();
+    end_send(trace_dx);
     send_y.reset();
     send_dx.reset();
   }
@@ -123,6 +147,7 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
   if (stage_ > 0) {
     nn::ensure(slot.x, shape_before(layers, begin_, rows.shape()), nn::activation_dtype(precision));
     Timer w;
+    timeline::Span span("pipeline", "recv activation", "micro_batch", m, slot.x.nbytes());
     recv_wire(pipe(), slot.x, precision, slot.wire_in, stage_ - 1, kActivationTag);
     wait_s_ += w.seconds();
     times.comm += w.seconds();
@@ -142,6 +167,7 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
     metrics[1] += loss.correct;
   } else {
     const Tensor& out = to_wire(y, precision, slot.wire_y);
+    begin_send(slot.trace_y, "send activation", m, out);
     slot.send_y = pipe().isend(out.data(), out.nbytes(), stage_ + 1, kActivationTag);
   }
 }
@@ -153,6 +179,7 @@ void Pipeline::backward(int m, StepTimes& times) {
     nn::ensure(slot.dy, shape_before(layers, end_, slot.rows),
                nn::activation_dtype(cfg_.precision.compute));
     Timer w;
+    timeline::Span span("pipeline", "recv gradient", "micro_batch", m, slot.dy.nbytes());
     recv_wire(pipe(), slot.dy, cfg_.precision.compute, slot.wire_in, stage_ + 1, kGradientTag);
     wait_s_ += w.seconds();
     times.comm += w.seconds();
@@ -165,6 +192,7 @@ void Pipeline::backward(int m, StepTimes& times) {
   const Tensor& dx = layers.backward_range(begin_, end_, slot.dy, ctx);
   if (stage_ > 0) {
     const Tensor& out = to_wire(dx, cfg_.precision.compute, slot.wire_dx);
+    begin_send(slot.trace_dx, "send gradient", m, out);
     slot.send_dx = pipe().isend(out.data(), out.nbytes(), stage_ - 1, kGradientTag);
   }
   release(slot);
@@ -202,6 +230,8 @@ StepResult Pipeline::step(const Batch& batch, float lr, StepTimes& times) {
   }
   if (dp_) {
     Timer c;
+    timeline::Span span("allreduce", "allreduce stage gradients", nullptr, -1,
+                        (param_end_ - param_begin_) * int64_t(sizeof(float)));
     if (param_end_ > param_begin_)
       reducer_.allreduce(*dp_, a.grads().f32() + param_begin_, param_end_ - param_begin_,
                          comm::ReduceOp::kAverage);

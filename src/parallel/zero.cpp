@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/timeline.h"
+#include "ops/linear.h"
 #include "optim/clip.h"
 #include "parallel/registry.h"
 
@@ -33,9 +35,15 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
     layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb);
     model.set_layer_hooks(layers_.get());
   }
+  // bf16: no Linear keeps a copy of its weight from forward to backward (2 Psi
+  // on every rank, where stage 3 holds 4 Psi/N of weights).
+  if (cfg.stage == 3) ops::set_keep_bf16_weights(false);
 }
 
-Zero::~Zero() { model_.set_layer_hooks(nullptr); }
+Zero::~Zero() {
+  model_.set_layer_hooks(nullptr);
+  ops::set_keep_bf16_weights(true);
+}
 
 bool Zero::any_rank(bool v) {
   float f = v ? 1.0f : 0.0f;
@@ -55,6 +63,7 @@ double Zero::sum_over_ranks(double v) {
 // scaled_step's order (overflow check, unscale, clip, step) on this rank's
 // shard, with the two decisions that span shards taken over all ranks.
 void Zero::step_shard(float lr) {
+  timeline::Span span("optimizer", "optimizer");
   const Arena& a = model_.params();
   const auto [begin, end] = optimizer_range();
   const int64_t n = end - begin;
@@ -95,14 +104,20 @@ StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
     CountAllocations count(activations_);
     r = local_.forward_backward(batch, scale, ctx);
   }
-  if (layers_) layers_->finish_backward();
+  if (layers_) {
+    timeline::Span span("zero", "wait for reduce-scatter");
+    layers_->finish_backward();
+  }
   const double comm_s = layers_ ? layers_->wait_seconds() - waited : 0;
   times.compute += t.seconds() - comm_s;
   times.comm += comm_s;
   micro_ = last ? 0 : micro_ + 1;
   if (!last) return r;
   t.reset();
-  if (buckets_) buckets_->finish();
+  if (buckets_) {
+    timeline::Span span("allreduce", "wait for all-reduce");
+    buckets_->finish();
+  }
   times.comm += t.seconds();
   t.reset();
   step_shard(lr);
@@ -110,8 +125,10 @@ StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
   t.reset();
   if (cfg_.stage == 3)
     layers_->release_all();  // copies of other shards are stale now
-  else
+  else {
+    timeline::Span span("zero", "allgather shards");
     allgather_shards(comm_, layout_, model_.params().params().f32());
+  }
   times.comm += t.seconds();
   return r;
 }

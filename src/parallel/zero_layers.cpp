@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
+#include "core/timeline.h"
 
 namespace cohort {
 
@@ -59,7 +60,8 @@ void ZeroLayers::fetch(size_t i) {
   if (!gather_ || ticket_[i]) return;
   float* w = model_.params().params().f32();
   const nn::Ranges r = ranges_[i];
-  ticket_[i] = queue_.push([this, w, r] {
+  ticket_[i] = queue_.push([this, w, r, i] {
+    timeline::Span span("zero", "gather", "layer", int64_t(i));
     for (auto [b, e] : r) gather_range(comm_, layout_, w, b, e);
   });
   peak_gathered_ = std::max(peak_gathered_, held());
@@ -68,6 +70,7 @@ void ZeroLayers::fetch(size_t i) {
 void ZeroLayers::wait_for(size_t i) {
   if (!gather_) return;
   Timer t;
+  timeline::Span span("zero", "wait for gather", "layer", int64_t(i));
   queue_.wait(ticket_[i]);
   wait_s_ += t.seconds();
 }
@@ -119,6 +122,7 @@ void ZeroLayers::flush() {
   peak_bucket_ = std::max(peak_bucket_, e - b);
   float* g = model_.params().grads().f32();
   reducing_.push_back(queue_.push([this, g, b, e] {
+    timeline::Span span("zero", "reduce-scatter", nullptr, -1, (e - b) * int64_t(sizeof(float)));
     reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
     release_unowned(layout_, comm_.rank(), g, b, e, true);
   }));

@@ -31,7 +31,16 @@ using OrderedJson = nlohmann::ordered_json;
 
 constexpr const char* kMetadataKey = "__metadata__";
 
-const char* safetensors_dtype(DType t) { return t == DType::kF32 ? "F32" : "BF16"; }
+const char* safetensors_dtype(DType t) {
+  switch (t) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kF16: return "F16";
+    case DType::kI32: return "I32";
+    case DType::kI64: return "I64";
+  }
+  return "?";
+}
 
 std::string errno_str() { return std::strerror(errno); }
 
@@ -75,8 +84,12 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
     e.dtype = DType::kF32;
   } else if (dt == "BF16") {
     e.dtype = DType::kBF16;
+  } else if (dt == "F16") {
+    e.dtype = DType::kF16;
+  } else if (dt == "I64") {  // PyTorch's batch-norm counters (num_batches_tracked)
+    e.dtype = DType::kI64;
   } else {
-    throw bad("has unsupported dtype '" + one_line(dt) + "' (supported: F32, BF16)");
+    throw bad("has unsupported dtype '" + one_line(dt) + "' (supported: F32, BF16, F16, I64)");
   }
 
   auto shape = j.find("shape");
@@ -282,15 +295,34 @@ void save_checkpoint(const std::string& path, const std::string& model_name, con
     if (!arena) continue;
     COHORT_CHECK(arena->size() == 0 || arena->params().data(), "saving ", path,
                  ": arena not allocated");
-    for (size_t i = 0; i < arena->infos().size(); ++i)
-      tensors.push_back({arena->infos()[i].name, arena->param(i)});
+    for (size_t i = 0; i < arena->infos().size(); ++i) {
+      const std::string& name = arena->infos()[i].name;
+      Tensor t = arena->param(i);
+      if (is_batch_counter(name)) {  // int64 in PyTorch's state dicts
+        Tensor count = Tensor::empty(t.shape(), DType::kI64);
+        count.copy_from(t);
+        t = count;
+      }
+      tensors.push_back({name, t});
+    }
   }
   tensors.insert(tensors.end(), extra_tensors.begin(), extra_tensors.end());
   save_safetensors(path, tensors, metadata);
 }
 
+bool is_batch_counter(const std::string& name) {
+  const std::string end = ".num_batches_tracked";
+  return name.size() >= end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0;
+}
+
 bool all_finite(const Tensor& t) {
   const int64_t n = t.numel();
+  if (t.dtype() == DType::kI64 || t.dtype() == DType::kI32) return true;
+  if (t.dtype() == DType::kF16) {
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(from_f16(t.f16()[i]))) return false;
+    return true;
+  }
   if (t.dtype() == DType::kBF16) {
     for (int64_t i = 0; i < n; ++i)
       if (!std::isfinite(from_bf16(t.bf16()[i]))) return false;
@@ -329,6 +361,8 @@ std::vector<TensorCopy> plan_checkpoint_load(const SafetensorsFile& file, const 
     for (size_t i = 0; i < arena->infos().size(); ++i) {
       const ParamInfo& info = arena->infos()[i];
       auto it = by_name.find(info.name);
+      // Files written before batch-norm counted its batches keep the count at 0.
+      if (it == by_name.end() && is_batch_counter(info.name)) continue;
       if (it == by_name.end())
         throw InputError("checkpoint " + path + ": tensor '" + info.name + "' is missing");
       if (it->second->shape() != info.shape)

@@ -37,7 +37,7 @@ struct SafetensorsFile {
 // (untrusted) names and metadata on one line.
 std::string one_line(std::string s);
 
-// Loads F32 and BF16 tensors (kept in their dtype). Any malformed, truncated or
+// Loads F32, BF16, F16 and I64 tensors (kept in their dtype). Any malformed, truncated or
 // unsupported file throws a one-line InputError naming the path.
 SafetensorsFile load_safetensors(const std::string& path);
 
@@ -81,14 +81,20 @@ struct TensorCopy {
 };
 
 // Validates `file` (read from `path`) as a checkpoint of `model_name` holding
-// every tensor of the arenas with the expected shape, and returns the copies
-// that load it; modifies nothing. InputError naming the path and tensor.
+// every tensor of the arenas with the expected shape (batch counters may be
+// absent), and returns the copies that load it; modifies nothing. InputError naming the path and tensor.
 std::vector<TensorCopy> plan_checkpoint_load(const SafetensorsFile& file, const std::string& path,
                                              const std::string& model_name, const Arena& params,
                                              const Arena* buffers);
-void apply_copies(const std::vector<TensorCopy>& copies);  // BF16 sources are widened
+void apply_copies(const std::vector<TensorCopy>& copies);  // BF16, F16, I64 sources converted
 
-// Whether every element of an f32 or bf16 tensor is finite.
+// Batch-norm's counter of training batches ("bn1.num_batches_tracked"): an
+// f32 scalar in the buffer arena (exact to 2^24 batches), int64 in files, as
+// in PyTorch's state dicts. A file without it (written before cohort counted)
+// loads with the count left as it is.
+bool is_batch_counter(const std::string& name);
+
+// Whether every element of a tensor is finite (integers always are).
 bool all_finite(const Tensor& t);
 // The name of the first parameter of `a` holding a NaN or an infinity; "" if none.
 std::string first_non_finite(const Arena& a);

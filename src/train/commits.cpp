@@ -2,8 +2,14 @@
 // and keeping only the newest few (see commits.h).
 #include "train/commits.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 #include <vector>
@@ -122,6 +128,48 @@ int remove_commits(const std::string& dir) {
   const int n = int(list_commits(dir).size());
   prune_commits(dir, 0);
   return n;
+}
+
+CommitPlan::CommitPlan(int64_t every, int64_t updates) {
+  auto_ = every == kCommitAuto;
+  every_ = auto_ ? 0 : every;
+  if (every_ > 0) next_ = (updates / every_ + 1) * every_;
+  if (auto_) next_ = updates + kCommitProbe;
+}
+
+bool CommitPlan::due(int64_t updates, double seconds) {
+  seconds_ += seconds;
+  ++timed_;
+  return next_ > 0 && updates >= next_;
+}
+
+void CommitPlan::next(int64_t updates, double commit_s, comm::Communicator* comm) {
+  if (!auto_) {
+    next_ = (updates / every_ + 1) * every_;
+    return;
+  }
+  const double step_s = std::max(1e-6, seconds_ / double(std::max<int64_t>(timed_, 1)));
+  double k = std::max(std::ceil(kCommitSeconds / step_s), std::ceil(commit_s / (kCommitShare * step_s)));
+  int64_t every = int64_t(std::min(k, 1e12));
+  if (comm) comm->broadcast(&every, sizeof every, 0);
+  every_ = std::max<int64_t>(1, every);
+  next_ = updates + every_;
+}
+
+ProgressBeacon::ProgressBeacon(const char* env, bool writer) {
+  const char* path = std::getenv(env);
+  if (!writer || !path || !*path) return;
+  const int fd = ::open(path, O_RDWR | O_CREAT, 0600);
+  if (fd < 0) return;  // only a report's detail: the run goes on without it
+  if (::ftruncate(fd, sizeof(int64_t)) == 0) {
+    void* p = ::mmap(nullptr, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) slot_ = static_cast<volatile int64_t*>(p);
+  }
+  ::close(fd);
+}
+
+ProgressBeacon::~ProgressBeacon() {
+  if (slot_) ::munmap(const_cast<int64_t*>(slot_), sizeof(int64_t));
 }
 
 }  // namespace cohort

@@ -16,6 +16,56 @@ namespace cohort {
 
 constexpr int kCommitsKept = 2;
 
+// --commit-every auto (the default under --elastic): about every
+// kCommitSeconds of training, so a failure redoes ~5 s on average (beside a
+// restart's ~3-4 s), and never so often that committing takes more than
+// kCommitShare of the training time; the first commit comes after
+// kCommitProbe updates, which time the step.
+constexpr int64_t kCommitAuto = -1;
+constexpr double kCommitSeconds = 10, kCommitShare = 0.01;
+constexpr int64_t kCommitProbe = 3;
+
+// When commits within an epoch fall: every K updates (--commit-every K:
+// at the multiples of K), or as --commit-every auto says, from rank 0's
+// clock (every rank takes its choice: the ranks step in lockstep, so a
+// commit's collective save is where they agree).
+class CommitPlan {
+ public:
+  // `every`: --commit-every (0: off); `updates`: the updates done so far.
+  CommitPlan(int64_t every, int64_t updates);
+  // An update ended, `seconds` of training after the one before (commits
+  // excluded): whether a commit is due at `updates`.
+  bool due(int64_t updates, double seconds);
+  // A due commit was taken (in `commit_s` seconds; 0: skipped, the epoch's
+  // last step) at `updates`: plans the next. Collective under auto.
+  void next(int64_t updates, double commit_s, comm::Communicator* comm);
+  // The interval in force (updates; 0: auto, not chosen yet).
+  int64_t every() const { return every_; }
+
+ private:
+  bool auto_ = false;
+  int64_t every_ = 0, next_ = 0;  // next_: the update the next commit falls at (0: none)
+  double seconds_ = 0;            // training timed, commits excluded
+  int64_t timed_ = 0;             // updates timed
+};
+
+// Under the elastic supervisor (parallel/elastic.h), rank 0 keeps the update
+// it has reached in a small shared file (the path in `env`), so the
+// supervisor can say how many steps a failure made it redo.
+class ProgressBeacon {
+ public:
+  ProgressBeacon(const char* env, bool writer);
+  ~ProgressBeacon();
+  ProgressBeacon(const ProgressBeacon&) = delete;
+  ProgressBeacon& operator=(const ProgressBeacon&) = delete;
+  void set(int64_t updates) {
+    if (slot_) *slot_ = updates;
+  }
+
+ private:
+  volatile int64_t* slot_ = nullptr;
+};
+
 // D/commit-<updates, 12 digits>.safetensors.
 std::string commit_path(const std::string& dir, int64_t updates);
 

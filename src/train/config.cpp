@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "data/dataset.h"
 
 #include "nn/models/zoo.h"
 
@@ -11,7 +12,10 @@ namespace cohort {
 
 RunSettings TrainConfig::run_settings() const {
   RunSettings r;
-  r.model = nn::find_model(model, seq, vocab);
+  r.model = nn::with_classes(nn::find_model(model, seq, vocab), num_classes);
+  // Models that take any image size (adaptive pooling) take the data set's.
+  if (const Shape img = dataset_image_shape(data); r.model->with_image && img.size() == 3)
+    r.model = nn::with_image(r.model, img[0], img[1], "--data " + data);
   r.batch = batch;
   r.accumulate = accumulate;
   r.clip_norm = clip_norm;
@@ -32,9 +36,10 @@ std::string TrainConfig::describe() const {
      << total_steps << "\n--min-lr " << min_lr << "\n--clip " << clip_norm
      << "\n--seed " << seed << "\n--repeat " << repeat << "\n--limit " << limit << "\n--eval "
      << eval << "\n--parallel " << parallel << "\n--accumulate " << accumulate << "\n--timeout "
-     << timeout << "\n--memory-check " << memory_check << "\n--config " << config << "\n--load " << load << "\n--resume " << resume << "\n--save " << save
+     << timeout << "\n--memory-check " << memory_check << "\n--config " << config << "\n--load " << load << "\n--num-classes " << num_classes << "\n--load-partial " << load_partial << "\n--resume " << resume << "\n--save " << save
      << "\n--commit-every " << commit_every << "\n--checkpoint-dir " << checkpoint_dir
-     << "\n--global-batch " << global_batch << "\n--stop-after-steps " << stop_after_steps << "\n"
+     << "\n--global-batch " << global_batch << "\n--stop-after-steps " << stop_after_steps
+     << "\n--timeline " << timeline << "\n"
      << precision.describe() << strategies->describe();
   return os.str();
 }

@@ -40,13 +40,21 @@ struct TrainConfig {
   std::string log = "human";  // human | jsonl
   std::string eval = "epoch";  // evaluate after every epoch, or only after the last
   std::string save, load, resume;  // train/resume.h ("auto": the newest commit)
+  // Classifiers: a head of K outputs (0: the model's own). --load then loads
+  // every tensor whose name and shape match and re-initializes the head where
+  // the file's differs; --load-partial also lets other tensors differ or be
+  // missing (they keep their initialization) and the file hold others.
+  int64_t num_classes = 0;
+  bool load_partial = false;
   // Elastic runs (train/commits.h): commit every K optimizer updates and at
   // every epoch end (0: off) to this folder; --global-batch G holds the
   // global batch at G whatever the world (per-rank batch G / ranks).
   int64_t commit_every = 0;
   std::string checkpoint_dir = "/dev/shm/cohort-commits";
   int64_t global_batch = 0;
+  std::string timeline;  // --timeline: every rank's steps as one Chrome trace-event file
   int64_t stop_after_steps = 0;  // testing: return after N steps of this process (0: off)
+  int step_delay_ms = 0;  // testing: sleep after each step, so a test's signals land mid-run
   PrecisionFlags precision;  // --precision, --grad-dtype, loss scaling
   std::string config;                     // --config: the DeepSpeed file read ("" : none)
   std::vector<std::string> config_notes;  // what its keys only noted, for the summary

@@ -23,7 +23,7 @@ namespace {
 //   mnist-large  synthetic --limit 256 --batch 128   5.2 (512: 3.9)
 //   gpt2-tiny    text --limit 256 --batch 32         1.9 (8: 1.5)
 //   gpt2         text --seq 64 --batch 1             about 1.5 (RSS 2.0 GB during eval)
-//   resnet50     cifar10 --batch 128                 about 3 (BENCHMARKS: peaks at 15 GB;
+//   cifar-resnet50 cifar10 --batch 128               about 3 (BENCHMARKS: peaks at 15 GB;
 //                                                    this estimate says 18.9)
 // 4 keeps every one of these within 20% or above it (mnist-large at 128:
 // -12%; gpt2-tiny at 32: +80%, where activations are nearly all there is).
@@ -88,8 +88,11 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
     e.gradients = stage == 2 ? 4 * psi / n + in.bucket_mb * kMiB : 4 * psi;
   }
   e.optimizer_state = stage >= 1 ? k * psi / n : k * psi;
-  // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi).
-  if (in.precision == DType::kBF16) e.parameters += 2 * psi;
+  // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi);
+  // under stage 3 a Linear converts at each use into one scratch, which the
+  // working set bounds (Conv2d's copies, in models of a few MB, go uncounted).
+  if (in.precision == DType::kBF16)
+    e.parameters += stage == 3 ? 2 * double(m.working_set) : 2 * psi;
   const double act_bytes = in.precision == DType::kBF16 ? 2 : 4;
   e.activations = m.activation_elems * act_bytes * kActivationFactor;
   e.data = m.data_bytes;

@@ -9,7 +9,8 @@
 //   zero 2       4Psi + 4Psi/N + K Psi/N + one gradient bucket in flight
 //   zero 3       4Psi/N + 4Psi/N + K Psi/N + the two largest top-level layers
 //                whole (one computed, the next prefetched)
-// plus bf16's copy of the weights (2Psi), activations, data and the process.
+// plus bf16's copy of the weights (2Psi; stage 3: of the working set),
+// activations, data and the process.
 // pp, mp, ps, hybrid and replicas are estimated as dp: every rank builds
 // the whole model before the strategy divides it (set_up), so each holds at
 // most what a dp rank holds.

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/load_weights.h"
 #include "train/state_shards.h"
 
 namespace cohort {
@@ -220,8 +221,12 @@ void set_rng_state(Rng& rng, const RngState& state) {
 
 RunPosition restore_checkpoint(const TrainConfig& cfg, nn::Model& model, Optimizer& opt,
                                ArenaRange range, bool print) {
+  COHORT_INPUT_CHECK(!cfg.load_partial || !cfg.load.empty(), "--load-partial applies to --load");
   if (!cfg.load.empty()) {
-    load_checkpoint(cfg.load, model.name(), model.params(), &model.buffers());
+    const LoadOptions options{model.spec().head, cfg.load_partial};
+    const LoadReport report =
+        load_weights(cfg.load, model.name(), model.params(), &model.buffers(), options);
+    notice(print, report.line(cfg.load));
     return {};
   }
   if (cfg.resume.empty()) return {};

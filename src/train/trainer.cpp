@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 
@@ -14,6 +16,7 @@
 #include "core/clock.h"
 #include "core/cpus.h"
 #include "core/memory.h"
+#include "core/timeline.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/prefetch.h"
@@ -22,7 +25,9 @@
 #include "nn/models/zoo.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "parallel/launch.h"
 #include "parallel/start.h"
+#include "parallel/timeline_file.h"
 #include "train/checkpoint.h"
 #include "train/commits.h"
 #include "train/evaluate.h"
@@ -61,8 +66,8 @@ TrainConfig with_global_batch(const TrainConfig& cfg, int world) {
 
 void check_config(const TrainConfig& given, int world) {
   const TrainConfig c = with_global_batch(given, world);
-  COHORT_INPUT_CHECK(c.commit_every >= 0, "--commit-every must be 0 (off) or more, got ",
-                     c.commit_every);
+  COHORT_INPUT_CHECK(c.commit_every >= 0 || c.commit_every == kCommitAuto,
+                     "--commit-every must be auto, 0 (off) or more, got ", c.commit_every);
   COHORT_INPUT_CHECK(c.stop_after_steps >= 0, "--stop-after-steps must be 0 (off) or more, got ",
                      c.stop_after_steps);
   COHORT_INPUT_CHECK(c.epochs >= 1, "--epochs must be at least 1, got ", c.epochs);
@@ -86,6 +91,7 @@ void check_config(const TrainConfig& given, int world) {
                      "--memory-check: unknown choice '", c.memory_check, "' (valid: on, off)");
   COHORT_INPUT_CHECK(c.eval == "epoch" || c.eval == "last" || c.eval == "none",
                      "--eval: unknown choice '", c.eval, "' (valid: epoch, last, none)");
+  if (!c.timeline.empty()) check_writable("--timeline", c.timeline);
   c.strategies->check(c.parallel, c.run_settings(), world);
 }
 
@@ -114,6 +120,8 @@ struct Totals {
   int64_t updates = 0, micro = 0;
   int64_t commits = 0;
   double commit_s = 0;  // wall time inside commits, every rank's wait included
+  CommitPlan plan{0, 0};                // when commits within an epoch fall
+  ProgressBeacon* beacon = nullptr;     // the update reached, for an elastic supervisor
   EvalResult eval;
 };
 
@@ -283,33 +291,47 @@ nlohmann::ordered_json run_epoch(const TrainConfig& cfg, comm::Communicator* com
   double m[3] = {0, 0, 0};  // [loss_sum, correct, images] on this rank, summed over ranks below
   const int64_t samples_per_step = cfg.batch * strategy.data_world();
   Batch batch;
+  Timer since_update;  // training time to each update, commits excluded (t.plan)
   for (int64_t i = 1;; ++i) {
     Timer wait;
-    if (!prefetch.next(batch)) break;
+    {
+      timeline::Span span("data", "data wait");
+      if (!prefetch.next(batch)) break;
+    }
     t.data_s += wait.seconds();
     if (comm && cfg.timeout > 0) comm->check_arrival("step " + std::to_string(t.micro + 1));
-    StepResult r = strategy.step(batch, run.schedule->lr(t.updates), t.times);
+    StepResult r;
+    {
+      timeline::Span span("step", "step", "step", t.micro + 1);
+      r = strategy.step(batch, run.schedule->lr(t.updates), t.times);
+    }
     if (!std::isfinite(r.loss_sum))
       throw Error(detail::concat("step ", t.micro + 1, " (epoch ", epoch, "): the loss is ",
                                  r.loss_sum, "; training diverged and stopped",
                                  cfg.save.empty() ? "" : ", " + cfg.save + " kept as it was"));
     const bool updated = ++t.micro % cfg.accumulate == 0;
-    if (updated) ++t.updates;
+    if (updated) ++t.updates, t.beacon->set(t.updates);
     m[0] += r.loss_sum;
     m[1] += r.correct;
     m[2] += double(r.images);
-    // Within the epoch only: its last step's commit is the epoch end's, after evaluation.
-    if (cfg.commit_every > 0 && updated && t.updates % cfg.commit_every == 0 &&
-        i < prefetch.num_batches()) {
-      RunPosition at;
-      at.epoch = epoch - 1;
-      at.updates = t.updates;
-      at.loss_scale = scale_state(strategy);
-      at.epoch_samples = start + i * samples_per_step;
-      at.epoch_sums = epoch_sums(strategy, m, carried);
-      commit(cfg, comm, run, at, t);
+    if (updated && t.plan.due(t.updates, since_update.seconds())) {
+      const double before = t.commit_s;
+      // Within the epoch only: its last step's commit is the epoch end's, after evaluation.
+      if (i < prefetch.num_batches()) {
+        RunPosition at;
+        at.epoch = epoch - 1;
+        at.updates = t.updates;
+        at.loss_scale = scale_state(strategy);
+        at.epoch_samples = start + i * samples_per_step;
+        at.epoch_sums = epoch_sums(strategy, m, carried);
+        timeline::Span span("checkpoint", "commit");
+        commit(cfg, comm, run, at, t);
+      }
+      t.plan.next(t.updates, t.commit_s - before, comm);
     }
+    if (updated) since_update.reset();
     if (cfg.stop_after_steps > 0 && t.micro >= cfg.stop_after_steps) return nullptr;
+    if (cfg.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(cfg.step_delay_ms));
     const double el = epoch_timer.seconds();
     report.progress(epoch, i, prefetch.num_batches(), m[0] / m[2],
                     m[2] * strategy.data_world() / el,
@@ -395,8 +417,9 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
         {"compute", t.times.compute / n},
         {"communication", t.times.comm / n},
         {"data", t.data_s / n}}}};
-  if (cfg.commit_every > 0)
+  if (cfg.commit_every != 0)
     summary["commits"] = {{"count", t.commits},
+                          {"every", t.plan.every()},
                           {"seconds", t.commit_s},
                           {"mean_seconds", t.commit_s / double(std::max<int64_t>(t.commits, 1))}};
   const nlohmann::ordered_json extra = run.strategy->summary();  // collective: every rank
@@ -440,16 +463,27 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
                 {"threads", omp_get_max_threads()}, {"world_size", world},
                 {"parallel", cfg.parallel}, {"global_batch", run.global_batch},
                 {"precision", cfg.precision.precision}});
+  // Recording starts here, after set-up: the file shows training.
+  std::unique_ptr<TimelineFile> trace;
+  if (!cfg.timeline.empty()) trace = std::make_unique<TimelineFile>(cfg.timeline, comm);
   Totals totals;
   totals.updates = run.start.updates;
+  totals.plan = CommitPlan(cfg.commit_every, totals.updates);
+  ProgressBeacon beacon(kElasticProgress, rank == 0);
+  beacon.set(totals.updates);
+  totals.beacon = &beacon;
   for (int epoch = run.start.epoch + 1; epoch <= cfg.epochs; ++epoch) {
     const bool resumed_within = epoch == run.start.epoch + 1;
     nlohmann::ordered_json line =
         run_epoch(cfg, comm, run, epoch, totals, report,
                   resumed_within ? run.start.epoch_samples : 0,
                   resumed_within ? run.start.epoch_sums : std::array<double, 3>{});
-    if (line.is_null()) return {{"stopped_after_steps", cfg.stop_after_steps}};
+    if (line.is_null()) {
+      if (trace) trace->write();
+      return {{"stopped_after_steps", cfg.stop_after_steps}};
+    }
     if (cfg.eval == "epoch" || (cfg.eval == "last" && epoch == cfg.epochs)) {
+      timeline::Span span("evaluate", "evaluate");
       totals.eval = evaluate_all(run, cfg.batch);
       line["test_loss"] = totals.eval.loss;
       line["test_accuracy"] = totals.eval.accuracy;
@@ -466,12 +500,17 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
     done.updates = totals.updates;
     done.loss_scale = scale_state(*run.strategy);
     if (!cfg.save.empty()) {  // collective: each rank's shard of the state, or rank 0 gathers it
+      timeline::Span span("checkpoint", "save");
       done.rngs = gather_rngs(comm, *run.strategy);
       save_run_checkpoint(cfg, *run.model, *run.opt, run.strategy->optimizer_range(), comm,
                           run.strategy.get(), done, rank == 0 && epoch == run.start.epoch + 1);
     }
-    if (cfg.commit_every > 0) commit(cfg, comm, run, done, totals);
+    if (cfg.commit_every != 0) {
+      timeline::Span span("checkpoint", "commit");
+      commit(cfg, comm, run, done, totals);
+    }
   }
+  if (trace) trace->write();
   nlohmann::ordered_json summary = summarize(cfg, run, totals, comm);
   report.summary(summary, class_names(cfg.data), cfg.strategy().summary_text(summary));
   return summary;

@@ -48,7 +48,7 @@ TEST(Strategies, FastRowsShareOneGlobalBatch) {
   std::string out;
   const int code = run(kBin +
                            " bench strategies --model mnist-small --limit 512 --epochs 1 "
-                           "--only single,dp,mp --peer none --out " +
+                           "--only single,dp,mp,zero3 --peer none --out " +
                            dir.string(),
                        &out);
   ASSERT_EQ(code, 0) << out;
@@ -62,19 +62,20 @@ TEST(Strategies, FastRowsShareOneGlobalBatch) {
     names.insert(r.at("name").get<std::string>());
     expect_row(r);
   }
-  EXPECT_EQ(names, (std::set<std::string>{"single", "dp", "mp"}));
+  EXPECT_EQ(names, (std::set<std::string>{"single", "dp", "mp", "zero3"}));
   EXPECT_DOUBLE_EQ(ev.at("rows").at(0).at("vs_single").get<double>(), 1.0);
 
   // The same rows on disk, and the table in report.md.
   std::ifstream jl(dir / "results.jsonl");
   int lines = 0;
   for (std::string line; std::getline(jl, line); ++lines) expect_row(json::parse(line));
-  EXPECT_EQ(lines, 3);
+  EXPECT_EQ(lines, 4);
   std::ifstream md(dir / "report.md");
   std::stringstream report;
   report << md.rdbuf();
   for (const char* want :
-       {"| strategy |", "peak MB/rank", "cohort single process", "cohort dp", "cohort mp"})
+       {"| strategy |", "peak MB/rank", "cohort single process", "cohort dp", "cohort mp",
+        "cohort zero-3"})
     EXPECT_NE(report.str().find(want), std::string::npos) << want << "\n" << report.str();
   fs::remove_all(dir);
 }
@@ -92,6 +93,8 @@ TEST(Strategies, BadInputIsOneLine) {
   expect_refused("--model no-such-model --peer none", "--model");
   expect_refused("--model mnist-small --batch 127 --peer none", "--batch");
   expect_refused("--model mnist-small --only single,warp --peer none", "--only");
+  // The ZeRO rows are there to choose (zero3 runs above).
+  expect_refused("--model mnist-small --only zero4 --peer none", "dp, zero1, zero2, zero3,");
   expect_refused("--model mnist-small --peer tensorflow", "--peer");
 }
 

@@ -48,9 +48,15 @@ std::string be32(uint32_t v) {
 TEST(Cli, ModelsListsEveryModelWithItsCount) {
   Result r = run("models");
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("mnist-small        402442"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("lenet               21840"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("resnet152"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mnist-small            402442"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lenet                   21840"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cifar-resnet152      58156618  ResNet-152, CIFAR stem (32x32)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("resnet152            60192808  ResNet-152, ImageNet architecture "
+                       "(torchvision)"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, UnknownModelAndDataset) {
@@ -111,7 +117,7 @@ TEST(Cli, CorruptCifarFile) {
   fs::path d = temp_dir("cifar");
   write(d / "data_batch_1.bin", std::string(3073 + 5, '\0'));
   // --memory-check off: ResNet-50 at batch 128 (about 19 GB) is refused first on a smaller machine.
-  expect_one_line_error("train --model resnet50 --memory-check off --data cifar10 --data-dir " +
+  expect_one_line_error("train --model cifar-resnet50 --memory-check off --data cifar10 --data-dir " +
                             d.string(),
                         "data_batch_1.bin");
   fs::remove_all(d);

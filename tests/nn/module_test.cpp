@@ -97,7 +97,7 @@ TEST(ModuleGrad, BottleneckBlockStride2) {
   init_arena(params, buffers, rng);
   ASSERT_EQ(block->num_params(), params.size());
   ASSERT_EQ(params.infos().size(), 12u);  // 4 bias-free convs, 4 BNs (weight + bias each)
-  ASSERT_EQ(buffers.infos().size(), 8u);  // running mean and var of each BN
+  ASSERT_EQ(buffers.infos().size(), 12u);  // running mean, var and batch count of each BN
 
   Tensor x = randn({RB::N, RB::H, RB::H, RB::Ci}, rng);  // odd size: 7 -> 4 on both paths
   nn::Context ctx;

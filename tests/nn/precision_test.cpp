@@ -90,13 +90,13 @@ void compare(const std::string& name, DType precision, double tol) {
 // gradients land within 0.5%, and the conv gradients behind a max-pool or
 // ReLU within 5-20% (measured), because flipped decisions on random inputs
 // move whole gradient entries; deep batch-normed nets at batch 8 (statistics
-// over a few values at 2x2 and 1x1 maps) amplify them to 25% (resnet50) and
-// 55% (vgg16). PyTorch's CPU autocast against its own fp32 on the same kind
+// over a few values at 2x2 and 1x1 maps) amplify them to 25% (cifar-resnet50) and
+// 55% (cifar-vgg16). PyTorch's CPU autocast against its own fp32 on the same kind
 // of input measured worse: median per tensor 8% mnist-small, 145% lenet,
-// 48% vgg16, 120% resnet50. A wrong kernel here measured 100-130%.
+// 48% cifar-vgg16, 120% cifar-resnet50. A wrong kernel here measured 100-130%.
 TEST(Precision, Bf16ModelsMatchF32) {
   for (const char* name : {"mnist-small", "mnist-large", "lenet"}) compare(name, DType::kBF16, 0.3);
-  compare("vgg16", DType::kBF16, 0.7);
+  compare("cifar-vgg16", DType::kBF16, 0.7);
 }
 
 // fp16 (emulated: f32 arithmetic, fp16 values between layers) keeps 11 bits:

@@ -153,6 +153,30 @@ class AvgPoolHarness : public OpHarness {
   int64_t n_, hw_, c_;
 };
 
+// ------------------------------------------------------------------ adaptive average pool
+
+class AdaptivePoolHarness : public OpHarness {
+ public:
+  AdaptivePoolHarness(const ops::AdaptivePoolShape& s, DType dtype, Rng& rng)
+      : OpHarness(dtype), s_(s) {
+    add_activation("x", randn(s.n * s.h * s.w * s.c, rng));
+    out_size = s.n * s.out_h * s.out_w * s.c;
+  }
+  void forward(Vec& y) override { ops::adaptive_avg_pool_forward(act(in[0].v), act_out(y), s_); }
+  void backward(const Vec& dy, std::vector<Vec>& g, bool) override {
+    ops::adaptive_avg_pool_backward(act(dy), act_out(g[0]), s_);
+  }
+  void ref_forward(Vec& y) override {
+    ref::adaptive_avg_pool_forward(s_, in[0].v.data(), y.data());
+  }
+  void ref_backward(const Vec& dy, std::vector<Vec>& g) override {
+    ref::adaptive_avg_pool_backward(s_, dy.data(), g[0].data());
+  }
+
+ private:
+  ops::AdaptivePoolShape s_;
+};
+
 // ------------------------------------------------------------------ batch-norm (training)
 
 class BatchNormHarness : public NormHarness<ops::BatchNorm> {
@@ -419,10 +443,13 @@ void pool_cases(std::vector<OpCase>& cases) {
       {2, 9, 8, 4, 3, 2},  // overlapping windows (an element can win twice)
       {2, 5, 5, 2, 3, 1},  // stride 1
       {3, 6, 6, 16, 2, 2},
+      {2, 8, 8, 3, 3, 2, DType::kF32, 1},  // torchvision's stem pool: 3x3/2, padding 1
+      {1, 7, 6, 2, 3, 2, DType::kF32, 1},  // odd, padded
   };
   for (const auto& p : pools) {
     std::string name = "max_pool" + name_of({{"n", p.n}, {"h", p.h}, {"w", p.w}, {"c", p.c},
-                                             {"k", p.k}, {"s", p.stride}});
+                                             {"k", p.k}, {"s", p.stride}}) +
+                       (p.pad ? name_of({{"p", p.pad}}) : "");
     cases.push_back({name, [p](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
                        ops::PoolShape s = p;
                        s.dtype = dt;
@@ -436,6 +463,19 @@ void pool_cases(std::vector<OpCase>& cases) {
         "global_avg_pool" + name_of({{"n", g[0]}, {"h", g[1]}, {"w", g[2]}, {"c", g[3]}});
     cases.push_back({name, [g](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
                        return std::make_unique<AvgPoolHarness>(g[0], g[1], g[2], g[3], dt, rng);
+                     }});
+  }
+
+  // torchvision's VGG pools to 7x7: equal bins (14 -> 7), overlapping ones
+  // (5 -> 3), and an output larger than the input (1 -> 7, 2 -> 7: repeats).
+  const ops::AdaptivePoolShape adaptive[] = {
+      {2, 14, 14, 3, 7, 7}, {1, 5, 6, 4, 3, 2}, {2, 1, 1, 8, 7, 7}, {1, 2, 3, 2, 7, 7}};
+  for (const auto& a : adaptive) {
+    std::string name = "adaptive_avg_pool" + name_of({{"n", a.n}, {"h", a.h}, {"w", a.w},
+                                                      {"c", a.c}, {"oh", a.out_h},
+                                                      {"ow", a.out_w}});
+    cases.push_back({name, [a](Rng& rng, DType dt) -> std::unique_ptr<OpHarness> {
+                       return std::make_unique<AdaptivePoolHarness>(a, dt, rng);
                      }});
   }
 }

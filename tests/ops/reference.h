@@ -41,6 +41,8 @@ void max_pool_backward(const ops::PoolShape& s, const float* x, const float* dy,
 // ---- global average pool {N,H,W,C} -> {N,C}
 void global_avg_pool_forward(const float* x, float* y, int64_t n, int64_t hw, int64_t c);
 void global_avg_pool_backward(const float* dy, float* dx, int64_t n, int64_t hw, int64_t c);
+void adaptive_avg_pool_forward(const ops::AdaptivePoolShape& s, const float* x, float* y);
+void adaptive_avg_pool_backward(const ops::AdaptivePoolShape& s, const float* dy, float* dx);
 
 // ---- batch-norm over NHWC, per channel.
 struct BnStats {

@@ -140,7 +140,9 @@ int64_t pool_argmax(const ops::PoolShape& s, const float* x, int64_t n, int64_t 
   int64_t best = -1;
   for (int64_t kh = 0; kh < s.k; ++kh)
     for (int64_t kw = 0; kw < s.k; ++kw) {
-      const int64_t idx = nhwc(n, oh * s.stride + kh, ow * s.stride + kw, c, s.h, s.w, s.c);
+      const int64_t ih = oh * s.stride - s.pad + kh, iw = ow * s.stride - s.pad + kw;
+      if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;  // padding: -inf
+      const int64_t idx = nhwc(n, ih, iw, c, s.h, s.w, s.c);
       if (best < 0 || x[idx] > x[best]) best = idx;
     }
   return best;
@@ -180,6 +182,45 @@ void global_avg_pool_backward(const float* dy, float* dx, int64_t n, int64_t hw,
   for (int64_t i = 0; i < n; ++i)
     for (int64_t p = 0; p < hw; ++p)
       for (int64_t k = 0; k < c; ++k) dx[(i * hw + p) * c + k] = float(double(dy[i * c + k]) / double(hw));
+}
+
+namespace {
+// Calls f(output index, input indices of its bin) for every output element;
+// PyTorch's bin of cell i: [floor(i n / out), ceil((i + 1) n / out)).
+template <class F>
+void for_each_bin(const ops::AdaptivePoolShape& s, F&& f) {
+  auto bin = [](int64_t i, int64_t n, int64_t out) {
+    return std::pair<int64_t, int64_t>{i * n / out, ((i + 1) * n + out - 1) / out};
+  };
+  std::vector<int64_t> in;
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t i = 0; i < s.out_h; ++i)
+      for (int64_t j = 0; j < s.out_w; ++j)
+        for (int64_t c = 0; c < s.c; ++c) {
+          const auto [h0, h1] = bin(i, s.h, s.out_h);
+          const auto [w0, w1] = bin(j, s.w, s.out_w);
+          in.clear();
+          for (int64_t a = h0; a < h1; ++a)
+            for (int64_t b = w0; b < w1; ++b) in.push_back(nhwc(n, a, b, c, s.h, s.w, s.c));
+          f(nhwc(n, i, j, c, s.out_h, s.out_w, s.c), in);
+        }
+}
+}  // namespace
+
+void adaptive_avg_pool_forward(const ops::AdaptivePoolShape& s, const float* x, float* y) {
+  for_each_bin(s, [&](int64_t out, const std::vector<int64_t>& in) {
+    double acc = 0;
+    for (int64_t k : in) acc += x[k];
+    y[out] = float(acc / double(in.size()));
+  });
+}
+
+void adaptive_avg_pool_backward(const ops::AdaptivePoolShape& s, const float* dy, float* dx) {
+  std::vector<double> acc(size_t(s.n * s.h * s.w * s.c), 0.0);
+  for_each_bin(s, [&](int64_t out, const std::vector<int64_t>& in) {
+    for (int64_t k : in) acc[size_t(k)] += double(dy[out]) / double(in.size());
+  });
+  for (size_t i = 0; i < acc.size(); ++i) dx[i] = float(acc[i]);
 }
 
 // ---------------------------------------------------------------- batch-norm

@@ -34,16 +34,21 @@ TEST(Hosts, FailuresDropSlotsThenCoolDown) {
   pool.update({{"a", 2}, {"b", 2}});
   EXPECT_EQ(pool.available(0), 4);
   EXPECT_EQ(pool.assign(3, 0), (std::vector<std::string>{"a", "a", "b"}));
-  EXPECT_FALSE(pool.fail("b", 1, 2));  // first failure: b's rank is dropped
+  EXPECT_FALSE(pool.fail("b", 1, 2));  // first failure: b's slot sits out 30 s
   EXPECT_EQ(pool.available(1), 3);
+  EXPECT_EQ(pool.next_return(1), 31);
   EXPECT_TRUE(pool.fail("b", 2, 2));  // second: b sits out
   EXPECT_EQ(pool.available(3), 2);
   EXPECT_EQ(pool.cooling(3), std::vector<std::string>{"b"});
+  EXPECT_EQ(pool.next_return(3), 32);
   EXPECT_EQ(pool.available(33), 4);  // and returns whole
+  EXPECT_EQ(pool.next_return(33), -1);
   // A cool-down that would leave fewer than `keep` slots is not imposed.
   EXPECT_FALSE(pool.fail("a", 40, 4));
   EXPECT_FALSE(pool.fail("a", 41, 4));
   EXPECT_EQ(pool.available(42), 2);
+  EXPECT_EQ(pool.available(70.5), 3);  // a's failed slots return one by one
+  EXPECT_EQ(pool.available(71.5), 4);
 }
 
 TEST(Hosts, DiscoveryRemovesAndAddsHosts) {
@@ -51,7 +56,7 @@ TEST(Hosts, DiscoveryRemovesAndAddsHosts) {
   pool.update({{"a", 2}, {"b", 2}});
   pool.fail("a", 0, 1);
   pool.update({{"a", 2}});
-  EXPECT_EQ(pool.available(1), 1);  // b gone, a still short of its failed slot
+  EXPECT_EQ(pool.available(1), 1);  // b gone, a still short of its failed slot for 30 s
   pool.update({{"a", 2}, {"b", 2}});
   EXPECT_EQ(pool.available(1), 3);  // b back
 }

@@ -105,7 +105,8 @@ meta = header.pop('__metadata__')
 t = {}
 for name, e in header.items():
     b, end = e['data_offsets']
-    t[name] = torch.frombuffer(bytearray(raw[8 + n + b:8 + n + end]), dtype=torch.float32).reshape(e['shape'])
+    kind = {'F32': torch.float32, 'BF16': torch.bfloat16, 'I64': torch.int64}[e['dtype']]
+    t[name] = torch.frombuffer(bytearray(raw[8 + n + b:8 + n + end]), dtype=kind).reshape(e['shape'])
 )" << body;
   const std::string cmd = "/usr/bin/python3 " + script + " " + file + " " + args;
   const int status = std::system(cmd.c_str());

@@ -43,7 +43,7 @@ std::string checkpoint_differences(const std::string& a, const std::string& b);
 nlohmann::json last_json(const std::string& out);
 
 // Runs `body` under /usr/bin/python3 with torch imported and, from
-// sys.argv[1], `t` (name -> torch tensor, F32) and `meta` (the metadata):
+// sys.argv[1], `t` (name -> torch tensor, F32, BF16 or I64) and `meta` (the metadata):
 // the safetensors file read by the spec, as safetensors.torch.load_file
 // does (Debian has no python3-safetensors). `args` follow the file's path.
 // Fails the test where python3 or torch is missing, or the script fails.

@@ -83,6 +83,13 @@ TEST(MemoryPlan, Bf16AddsAWeightCopyAndHalvesActivations) {
   EXPECT_DOUBLE_EQ(b.parameters - a.parameters, 2e6);
   EXPECT_DOUBLE_EQ(b.activations * 2, a.activations);
   EXPECT_GT(a.activations, 4e6);  // at least the outputs themselves
+  // Stage 3: Linear converts into one scratch (ops::set_keep_bf16_weights),
+  // bounded by the working set.
+  m.working_set = 50'000;
+  MemoryPlanInputs z3 = inputs("zero", 3, 4), z3_bf16 = z3;
+  z3_bf16.precision = DType::kBF16;
+  EXPECT_DOUBLE_EQ(estimate_memory(m, z3_bf16).parameters - estimate_memory(m, z3).parameters,
+                   2 * 50'000);
 }
 
 TEST(MemoryPlan, ModelFiguresWithoutBuilding) {

@@ -48,6 +48,17 @@ def add_model_commands(sub):
     add_dims(p)
 
 
+def add_tv_export_command(sub):
+    p = sub.add_parser("tv-export", help="torchvision models with random weights, a batch "
+                       "and its logits, for cohort's torchvision tests")
+    p.add_argument("--out", required=True, help="folder for the safetensors files")
+    p.add_argument("--models", default="", help="MODEL:SIZE[:SIZE...],... to export")
+    p.add_argument("--names", default="", help="MODEL,...: state dict names and shapes only")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+
+
 def add_dims(p):
     p.add_argument("--vocab", type=int, default=0,
                    help="token models: vocabulary size (default: the model's)")
@@ -164,10 +175,15 @@ def check_hf_export(args):
     return 1
 
 
+def check_tv_export(args):
+    require_at_least(args, ["batch", "threads"])
+    return args.threads
+
+
 # command -> its checks, which return the intra-op threads it runs with
 CHECKS = {"count": check_count, "step": check_step, "grads": check_grads,
           "allreduce-bench": check_allreduce, "train": check_train,
-          "hf-export": check_hf_export}
+          "hf-export": check_hf_export, "tv-export": check_tv_export}
 
 
 def main(argv=None):
@@ -177,6 +193,7 @@ def main(argv=None):
     add_model_commands(sub)
     add_allreduce_command(sub)
     add_train_command(sub)
+    add_tv_export_command(sub)
     args = ap.parse_args(argv)
     set_thread_env(CHECKS[args.cmd](args))
     from . import commands  # imports torch, so only now

@@ -14,6 +14,7 @@ from .grads import write_grads
 from .hfexport import hf_export
 from .models import build_model, count_params, gpt2_config, gpt2_shapes, is_token_model
 from .train import step_rank, train_rank
+from .tvexport import tv_export
 
 
 def emit(record):
@@ -85,4 +86,5 @@ def cmd_train(args):
 
 
 COMMANDS = {"count": cmd_count, "step": cmd_step, "grads": write_grads,
-            "allreduce-bench": cmd_allreduce, "train": cmd_train, "hf-export": hf_export}
+            "allreduce-bench": cmd_allreduce, "train": cmd_train, "hf-export": hf_export,
+            "tv-export": tv_export}

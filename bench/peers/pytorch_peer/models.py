@@ -10,17 +10,26 @@ from .common import die
 
 MNIST = (1, 28, 28)  # C, H, W of one image
 CIFAR = (3, 32, 32)
+IMAGENET = (3, 224, 224)  # torchvision's architectures take any size >= 32
 
 # name -> (input shape, class in nets.py, constructor arguments)
 MODELS = {
     "mnist-small": (MNIST, "MnistSmall", ()),
     "mnist-large": (MNIST, "MnistLarge", ()),
     "lenet": (MNIST, "LeNet", ()),
-    "vgg16": (CIFAR, "VGG16", ()),
-    "resnet50": (CIFAR, "ResNet", ((3, 4, 6, 3),)),
-    "resnet101": (CIFAR, "ResNet", ((3, 4, 23, 3),)),
-    "resnet152": (CIFAR, "ResNet", ((3, 8, 36, 3),)),
+    "cifar-vgg16": (CIFAR, "VGG16", ()),
+    "cifar-resnet50": (CIFAR, "ResNet", ((3, 4, 6, 3),)),
+    "cifar-resnet101": (CIFAR, "ResNet", ((3, 4, 23, 3),)),
+    "cifar-resnet152": (CIFAR, "ResNet", ((3, 8, 36, 3),)),
+    # torchvision.models' own (python3-torchvision), with its init.
+    "resnet18": (IMAGENET, "torchvision_model", ("resnet18",)),
+    "resnet50": (IMAGENET, "torchvision_model", ("resnet50",)),
+    "resnet101": (IMAGENET, "torchvision_model", ("resnet101",)),
+    "resnet152": (IMAGENET, "torchvision_model", ("resnet152",)),
+    "vgg16": (IMAGENET, "torchvision_model", ("vgg16",)),
+    "vgg16_bn": (IMAGENET, "torchvision_model", ("vgg16_bn",)),
 }
+TORCHVISION = [m for m, v in MODELS.items() if v[1] == "torchvision_model"]
 
 # name -> (layers, width, heads, default vocab, default context); gpt2-tiny
 # reads bytes.

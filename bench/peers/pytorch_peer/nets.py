@@ -1,5 +1,7 @@
 """The networks, with cohort's parameter names (state_dict keys) and
-PyTorch's default init. The ResNets use the CIFAR stem (3x3 conv, no max-pool).
+PyTorch's default init. The ResNets here use the CIFAR stem (3x3 conv, no
+max-pool); the ImageNet architectures are torchvision's own
+(torchvision_model).
 
 Each net's units() lists cohort's top-level layers (src/nn/models/), each with
 the ReLU cohort fuses into it, sharing the net's parameters: stages.py cuts
@@ -180,3 +182,9 @@ class ResNet(nn.Module):
         return [self.conv1, seq(self.bn1, nn.ReLU()), self.layer1, self.layer2,
                 self.layer3, self.layer4, seq(nn.AdaptiveAvgPool2d(1), nn.Flatten()),
                 self.fc]
+
+
+def torchvision_model(name, num_classes=1000):
+    """torchvision.models.<name>, randomly initialized as torchvision does."""
+    import torchvision
+    return getattr(torchvision.models, name)(weights=None, num_classes=num_classes)

@@ -1,11 +1,13 @@
-// The CIFAR-10 models (32x32x3 input, 10 classes): VGG-16 with batch-norm and
-// ResNet-50/101/152 with the CIFAR stem (3x3 conv, no initial max-pool).
+// The CIFAR-stem models (32x32x3 input; 10 classes unless --num-classes):
+// VGG-16 with batch-norm and a single 512->K classifier, and ResNet-50/101/152
+// with the CIFAR stem (3x3 conv, no initial max-pool). The torchvision
+// (ImageNet) architectures are in torchvision.cpp.
 #include "core/error.h"
 #include "nn/models/zoo.h"
 
 namespace cohort::nn {
 
-std::unique_ptr<Sequential> vgg16() {
+std::unique_ptr<Sequential> cifar_vgg16(int64_t classes) {
   const int64_t cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0,
                          512, 512, 512, 0};  // 0 = max-pool
   auto s = std::make_unique<Sequential>();
@@ -21,30 +23,17 @@ std::unique_ptr<Sequential> vgg16() {
         .add<BatchNorm2d>("bn" + std::to_string(conv), v, true);
     c = v;
   }
-  s->add<Flatten>("flatten").add<Linear>("fc", 512, 10);
+  s->add<Flatten>("flatten").add<Linear>("fc", 512, classes);
   return s;
 }
 
-std::unique_ptr<Sequential> resnet(int depth) {
-  std::vector<int> blocks;
-  if (depth == 50) blocks = {3, 4, 6, 3};
-  else if (depth == 101) blocks = {3, 4, 23, 3};
-  else if (depth == 152) blocks = {3, 8, 36, 3};
-  else throw InputError(detail::concat("resnet depth ", depth, " is not one of 50, 101, 152"));
+std::unique_ptr<Sequential> cifar_resnet(int depth, int64_t classes) {
+  COHORT_INPUT_CHECK(depth == 50 || depth == 101 || depth == 152, "resnet depth ", depth,
+                     " is not one of 50, 101, 152");
   auto s = std::make_unique<Sequential>();
   s->add<Conv2d>("conv1", 3, 64, 3, 1, 1, false).add<BatchNorm2d>("bn1", 64, true);
-  int64_t c = 64;
-  for (int l = 0; l < 4; ++l) {
-    const int64_t width = 64 << l;
-    auto layer = std::make_unique<Sequential>();
-    for (int b = 0; b < blocks[size_t(l)]; ++b) {
-      const int64_t stride = (b == 0 && l > 0) ? 2 : 1;
-      layer->add(std::to_string(b), bottleneck_block(c, width, stride));
-      c = width * 4;
-    }
-    s->add("layer" + std::to_string(l + 1), std::move(layer));
-  }
-  s->add<GlobalAvgPool>("avgpool").add<Linear>("fc", c, 10);
+  const int64_t c = add_resnet_stages(*s, depth);
+  s->add<GlobalAvgPool>("avgpool").add<Linear>("fc", c, classes);
   return s;
 }
 

@@ -20,12 +20,28 @@ std::unique_ptr<Model> make_model(const std::string& name, uint64_t seed = 0);
 // Parameters of a spec, counted without allocating them (gpt2-large: 774M).
 int64_t count_params(const ModelSpec& spec);
 
-// Per family, the layer list (unbuilt).
-std::unique_ptr<Sequential> mnist_small();
-std::unique_ptr<Sequential> mnist_large();
-std::unique_ptr<Sequential> lenet();
-std::unique_ptr<Sequential> vgg16();
-std::unique_ptr<Sequential> resnet(int depth);  // 50, 101, 152
+// `spec` with a head of `classes` outputs (--num-classes; 0: unchanged), or
+// at an input of h x w (its own channels). InputError naming --num-classes
+// for a token model or a bad count; naming `what` (the flag or data set that
+// sets the size) for a fixed-size model or one smaller than it takes.
+std::shared_ptr<const ModelSpec> with_classes(std::shared_ptr<const ModelSpec> spec,
+                                              int64_t classes);
+std::shared_ptr<const ModelSpec> with_image(std::shared_ptr<const ModelSpec> spec, int64_t h,
+                                            int64_t w, const std::string& what);
+
+// Per family, the layer list (unbuilt) for `classes` outputs.
+std::unique_ptr<Sequential> mnist_small(int64_t classes);
+std::unique_ptr<Sequential> mnist_large(int64_t classes);
+std::unique_ptr<Sequential> lenet(int64_t classes);
+// CIFAR stem (32x32 input): cifar-vgg16, cifar-resnet50/101/152.
+std::unique_ptr<Sequential> cifar_vgg16(int64_t classes);
+std::unique_ptr<Sequential> cifar_resnet(int depth, int64_t classes);  // 50, 101, 152
+// Appends torchvision's stages layer1..4 (depth 18: basic blocks; 50, 101,
+// 152: bottlenecks) after a 64-channel stem; returns their output channels.
+int64_t add_resnet_stages(Sequential& s, int depth);
+// ImageNet architectures under torchvision's names: resnet18/50/101/152, vgg16(_bn).
+std::unique_ptr<Sequential> tv_resnet(int depth, int64_t classes);  // 18, 50, 101, 152
+std::unique_ptr<Sequential> tv_vgg16(bool batch_norm, int64_t classes);
 
 // GPT-2: layers, width C, heads, vocabulary V, context (positions).
 struct GptConfig {

@@ -18,6 +18,7 @@ memory::data_type dnnl_type(DType t) {
     case DType::kBF16: return memory::data_type::bf16;
     case DType::kF16: return memory::data_type::f16;
     case DType::kI32: return memory::data_type::s32;
+    case DType::kI64: break;  // no oneDNN type; no op takes it
   }
   return memory::data_type::undef;
 }

@@ -4,9 +4,12 @@
 // Mixed precision: src/dst and their gradients are of the shape's dtype (f32
 // or bf16); weight, bias and their gradients are the f32 master copies. In
 // bf16, forward converts the weight to bf16 once (backward_data reuses it:
-// forward always precedes it in a step) and dweight comes out in f32.
+// forward always precedes it in a step; or, after set_keep_bf16_weights(false),
+// converts it again into a scratch the thread's linears share), and dweight
+// comes out in f32.
 #include "ops/linear.h"
 
+#include <atomic>
 #include <vector>
 
 #include "ops/cpu/dnnl_util.h"
@@ -15,6 +18,8 @@ namespace cohort::ops {
 namespace {
 
 using namespace cpu;
+
+std::atomic<bool> g_keep_bf16_weights{true};
 
 class CpuLinear final : public Linear {
  public:
@@ -27,7 +32,6 @@ class CpuLinear final : public Linear {
     dw_md_ = memory::desc({s.out, s.in}, f32, Tag::ab);                  // dW, f32 always
     ddst_t_md_ = memory::desc({s.out, s.n}, dt, memory::dims{1, s.out}); // ddst^T view
     bias_md_ = memory::desc({1, s.out}, f32, Tag::ab);
-    if (s.dtype != DType::kF32) w_low_.resize(size_t(s.out * s.in));
     COHORT_DNNL({
       dnnl::primitive_attr attr;
       if (relu) {
@@ -85,11 +89,25 @@ class CpuLinear final : public Linear {
   }
 
  private:
-  // The weight in the compute dtype: the f32 master itself, or its bf16 copy
-  // (made by forward, `convert`; backward_data reuses forward's).
+  // The weight in the compute dtype: the f32 master itself, or its bf16 copy:
+  // this layer's own (made by forward, `convert`; backward_data reuses it), or
+  // made at every use in a scratch the thread's linears share, as large as the
+  // largest weight (set_keep_bf16_weights(false)).
   const void* compute_weight(ConstView weight, bool convert) {
     if (s_.dtype == DType::kF32) return weight.data;
-    if (convert) f32_to_bf16(weight.as<float>(), w_low_.data(), w_low_.size());
+    const size_t n = size_t(s_.out * s_.in);
+    if (!g_keep_bf16_weights) {
+      std::vector<BF16>().swap(w_low_);
+      thread_local std::vector<BF16> shared;
+      if (shared.size() < n) shared.resize(n);
+      f32_to_bf16(weight.as<float>(), shared.data(), n);
+      return shared.data();
+    }
+    if (w_low_.size() != n) {
+      w_low_.resize(n);
+      convert = true;
+    }
+    if (convert) f32_to_bf16(weight.as<float>(), w_low_.data(), n);
     return w_low_.data();
   }
 
@@ -116,6 +134,8 @@ class CpuLinear final : public Linear {
 };
 
 }  // namespace
+
+void set_keep_bf16_weights(bool keep) { g_keep_bf16_weights = keep; }
 
 std::unique_ptr<Linear> make_linear(Device device, const LinearShape& shape, bool relu) {
   COHORT_CHECK(device == Device::kCpu, "linear: only the CPU backend is built");
