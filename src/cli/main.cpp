@@ -1,4 +1,4 @@
-// cohort: one binary with subcommands (models, train, bench step | grid |
+// cohort: one binary with subcommands (models, train, simulate, bench step | grid |
 // report | tune | strategies | comm). Library
 // code throws typed errors; only here do they become one line and an exit
 // code: 2 for bad input (file, flag, data, checkpoint), 1 for anything else.
@@ -16,6 +16,7 @@
 #include "bench/comm_bench.h"
 #include "bench/grid.h"
 #include "bench/report.h"
+#include "bench/simulate.h"
 #include "bench/step_bench.h"
 #include "bench/strategies.h"
 #include "bench/tune.h"
@@ -189,6 +190,8 @@ struct Commands {
   int comm_workers = 2;
   CLI::App* generate = nullptr;
   GenerateConfig generate_cfg;
+  CLI::App* simulate = nullptr;
+  SimulateConfig simulate_cfg;
   ElasticConfig elastic_cfg;
 };
 
@@ -275,6 +278,8 @@ void declare(CLI::App& app, Commands& c) {
   add_elastic(*c.train, c.elastic_cfg);
   c.generate = app.add_subcommand("generate", "sample text from a trained token model");
   add_generate(*c.generate, c.generate_cfg);
+  c.simulate = app.add_subcommand("simulate", "predict a training step at 1 to 1024+ ranks (cost model)");
+  add_simulate_options(*c.simulate, c.simulate_cfg);
   auto* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
   c.step = bench->add_subcommand("step", "time training steps on synthetic input");
@@ -386,6 +391,7 @@ int dispatch(Commands& c, int argc, char** argv) {
     std::printf("%s\n", detokenize(ids, vocab).c_str());
     return 0;
   }
+  if (*c.simulate) return run_simulate(c.simulate_cfg);
   if (*c.tune) return run_tune(c.tune_cfg);
   if (*c.strategies) return run_strategies(c.strategies_cfg);
   if (*c.grid) return run_grid(resolve_grid(c.grid_flags)) == 0 ? 0 : 1;

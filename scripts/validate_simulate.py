@@ -1,0 +1,254 @@
+#!/usr/bin/python3
+"""Validates `cohort simulate` against runs made here (scripts/validate_simulate.sh).
+
+For each model: measure its per-layer compute profile once (cohort simulate
+--save-compute, best of 8 passes per layer, one thread), the host's
+contention (2 and 4 single-process `bench step` runs at once against one
+alone: --contention) and the shared-memory link (`bench comm`:
+--calibrate); scale the profile so that one rank's prediction is its
+measured step (the anchor); then for each configuration run `cohort bench
+step` (ps: `cohort train`, second epoch) REPS times, alternating
+configurations, keep the best rate, and predict it. Each run `cohort bench step` REPS times, alternating
+configurations, and keep the best rate; predict the same configuration from
+the saved profile and tabulate predicted vs measured step time.
+
+Writes OUT/validation.md, OUT/validation.json and OUT/predicted_vs_measured.png.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+BIN = os.environ.get("COHORT", "build/cohort")
+REPS = int(os.environ.get("REPS", "2"))
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+# model -> (extra model flags, per-rank batch, bench steps)
+MODELS = {
+    "mnist-large": ([], 32, 6),
+    "cifar-resnet50": ([], 8, 4),
+    "gpt2": (["--seq", "64"], 2, 3),
+}
+# (name, ranks, strategy flags, batch multiplier: pipelines take the whole batch)
+CONFIGS = [
+    ("single", 1, ["--parallel", "none"], 1),
+    ("dp ring x2", 2, ["--parallel", "dp", "--allreduce", "ring"], 1),
+    ("dp tree x4", 4, ["--parallel", "dp", "--allreduce", "tree"], 1),
+    ("ps sync 2w+1s", 3, ["--parallel", "ps", "--servers", "1", "--ps-mode", "sync"], 1),
+    ("pp 2 stages, 4 micro (1f1b)", 2,
+     ["--parallel", "pp", "--stages", "2", "--micro-batches", "4", "--schedule", "1f1b"], 4),
+    ("hybrid 2x2 (gpipe)", 4,
+     ["--parallel", "hybrid", "--stages", "2", "--dp", "2", "--micro-batches", "2",
+      "--schedule", "gpipe"], 2),
+    ("zero-1 x2", 2, ["--parallel", "zero", "--zero-stage", "1"], 1),
+    ("zero-3 x2", 2, ["--parallel", "zero", "--zero-stage", "3"], 1),
+]
+
+
+def run(args, env=ENV, timeout=900):
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr[-800:]))
+    return p.stdout
+
+
+def last_json(out):
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise RuntimeError("no JSON line in: " + out[-400:])
+
+
+def train_rate(model, mflags, batch, steps, ranks, flags):
+    """`cohort train --log jsonl`: the second epoch's images/s (the first warms up).
+    Used for ps, whose rank 0 `bench step` cannot validate."""
+    data = ["--data", "text"] if mflags else ["--data", "synthetic"]
+    workers = ranks - int(flags[flags.index("--servers") + 1])
+    args = [BIN, "train", "--model", model, *mflags, *data, "--limit",
+            str(workers * batch * steps), "--batch", str(batch), "--epochs", "2", "--threads", "1",
+            "--log", "jsonl", "--eval", "none", "--workers", str(ranks), *flags]
+    epochs = [json.loads(l) for l in run(args).splitlines()
+              if l.startswith("{") and '"event":"epoch"' in l]
+    return epochs[-1]["images_per_second"]
+
+
+def bench_step(model, mflags, batch, steps, ranks, flags):
+    if "ps" in flags:
+        return train_rate(model, mflags, batch, steps, ranks, flags)
+    args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
+            "--threads", "1", "--steps", str(steps), "--warmup", "2"]
+    if ranks > 1:
+        args += ["--workers", str(ranks)]
+    if flags[:2] != ["--parallel", "none"] or ranks > 1:
+        args += flags
+    return last_json(run(args))["images_per_second"]
+
+
+def contention(model, mflags, batch, steps):
+    """k single-process runs at once against one alone (k = 2, 4): the
+    slow-down of each, best of REPS: the --contention curve."""
+    args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
+            "--threads", "1", "--steps", str(steps), "--warmup", "2"]
+    alone, together = 0.0, {2: 0.0, 4: 0.0}
+    for _ in range(REPS):
+        alone = max(alone, last_json(run(args))["images_per_second"])
+        for k in together:
+            ps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   text=True) for _ in range(k)]
+            rates = [last_json(p.communicate()[0])["images_per_second"] for p in ps]
+            together[k] = max(together[k], sum(rates) / k)
+    return ",".join("%d:%.3f" % (k, max(1.0, alone / r)) for k, r in together.items()), alone
+
+
+def simulate(model, mflags, profile, ranks, flags, batch, curve, comm_file, busy):
+    args = [BIN, "simulate", "--model", model, *mflags, "--compute", profile, "--batch",
+            str(batch), "--hosts", "1", "--ranks-per-host", str(ranks), "--contention", curve,
+            "--calibrate", comm_file, *(["--busy-wait"] if busy else []), *flags]
+    return last_json(run(args))
+
+
+def measure(model, inputs, comm_file):
+    """Profile, contention and every configuration's best rate for one model;
+    the anchored profile goes to inputs/<model>.json."""
+    mflags, batch, steps = MODELS[model]
+    curve, alone = contention(model, mflags, batch, steps)
+    print("%s: one alone %.2f samples/s; --contention %s" % (model, alone, curve), file=sys.stderr)
+    # Every configuration's rank computes `batch` rows at once (pipelines
+    # take batch x micro-batches), so one profile serves them all.
+    prof = os.path.join(inputs, "%s.json" % model)
+    run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
+         str(batch), "--threads", "1", "--save-compute", prof])
+    best = {}
+    for _ in range(REPS):  # alternate configurations, keep each one's best
+        for name, ranks, flags, mult in CONFIGS:
+            try:
+                ips = bench_step(model, mflags, batch * mult, steps, ranks, flags)
+            except RuntimeError as e:
+                print("  %s: %s" % (name, e), file=sys.stderr)
+                continue
+            best[name] = max(best.get(name, 0.0), ips)
+    # Anchor: scale the layer times so that one rank's predicted step is its
+    # measured one (the profile's best-of-8 per layer misses the step's own
+    # overheads and the load other processes put here).
+    single = rate(simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, curve,
+                           comm_file, False))
+    anchor = single / best["single"]
+    with open(prof) as f:
+        pj = json.load(f)
+    for l in pj["layers"]:
+        l["forward_s"] *= anchor
+        l["backward_s"] *= anchor
+    pj["optimizer_s"] *= anchor
+    with open(prof, "w") as f:
+        json.dump(pj, f, indent=1)
+    print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
+    return {"contention": curve, "alone": alone, "anchor": anchor, "best": best}
+
+
+def rate(pred):
+    """Samples (sequences for token models) per second of a prediction."""
+    if "tokens_per_s" in pred:
+        return pred["tokens_per_s"] / 64
+    return pred["images_per_s"]
+
+
+def predict_all(out_dir, inputs, measured):
+    comm_file = os.path.join(inputs, "comm.jsonl")
+    rows = []
+    for model, m in measured.items():
+        mflags, batch, _ = MODELS[model]
+        prof = os.path.join(inputs, "%s.json" % model)
+        for name, ranks, flags, mult in CONFIGS:
+            if name not in m["best"]:
+                continue
+            row = {"model": model, "config": name, "ranks": ranks, "cores": m["contention"],
+                   "anchor": m["anchor"]}
+            for wait, busy in (("yielding", False), ("polling", True)):
+                pred = simulate(model, mflags, prof, ranks, flags, batch * mult, m["contention"],
+                                comm_file, busy)
+                samples = rate(pred) * pred["step_ms"] / 1e3
+                row["measured_step_ms"] = 1e3 * samples / m["best"][name]
+                row[wait] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms",
+                                                  "bubble_ms", "contention")}
+                row[wait]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
+            rows.append(row)
+            print("  %-30s measured %9.1f ms  predicted %9.1f (yielding) %9.1f (polling)"
+                  % (name, row["measured_step_ms"], row["yielding"]["step_ms"],
+                     row["polling"]["step_ms"]), file=sys.stderr)
+    with open(os.path.join(out_dir, "validation.json"), "w") as f:
+        json.dump({"reps": REPS, "measured": measured, "rows": rows}, f, indent=1)
+    write_table(out_dir, rows)
+    plot(out_dir, rows)
+
+
+def main(out_dir):
+    """REPREDICT=1: predict again from OUT/inputs (no measuring)."""
+    inputs = os.path.join(out_dir, "inputs")
+    os.makedirs(inputs, exist_ok=True)
+    if os.environ.get("REPREDICT"):
+        with open(os.path.join(inputs, "measured.json")) as f:
+            measured = json.load(f)
+        return predict_all(out_dir, inputs, measured)
+    comm_file = os.path.join(inputs, "comm.jsonl")
+    with open(comm_file, "w") as f:
+        f.write(run([BIN, "bench", "comm", "--workers", "2", "--peer", "none", "--max-bytes",
+                     str(16 << 20), "--seconds", "0.03"]))
+    measured = {}
+    for model in os.environ.get("MODELS", ",".join(MODELS)).split(","):
+        measured[model] = measure(model, inputs, comm_file)
+        with open(os.path.join(inputs, "measured.json"), "w") as f:
+            json.dump(measured, f, indent=1)
+    predict_all(out_dir, inputs, measured)
+
+
+def write_table(out_dir, rows):
+    with open(os.path.join(out_dir, "validation.md"), "w") as f:
+        f.write("| model | configuration | ranks | measured step ms | predicted, yielding waits | "
+                "error | predicted, polling waits | error | compute / comm / bubble ms (yielding)"
+                " | slow-down |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
+        for r in rows:
+            y, p = r["yielding"], r["polling"]
+            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% | %.0f / %.0f / %.0f "
+                    "| x%.2f |\n"
+                    % (r["model"], r["config"], r["ranks"], r["measured_step_ms"], y["step_ms"],
+                       100 * y["error"], p["step_ms"], 100 * p["error"], y["compute_ms"],
+                       y["comm_ms"], y["bubble_ms"], y["contention"]))
+        for wait in ("yielding", "polling"):
+            within = sum(1 for r in rows if abs(r[wait]["error"]) <= 0.15)
+            f.write("\n%s waits: %d of %d configurations within 15%%." % (wait, within, len(rows)))
+        f.write("\n")
+
+
+def plot(out_dir, rows):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    colours = {"mnist-large": "#1f5fa8", "cifar-resnet50": "#e07000", "gpt2": "#2a8a3a"}
+    for model in colours:
+        pts = [r for r in rows if r["model"] == model]
+        if pts:
+            ax.scatter([r["measured_step_ms"] for r in pts], [r["yielding"]["step_ms"] for r in pts],
+                       color=colours[model], marker="o", label=model + " (yielding waits)")
+            ax.scatter([r["measured_step_ms"] for r in pts], [r["polling"]["step_ms"] for r in pts],
+                       color=colours[model], marker="x", label=model + " (polling waits)")
+    every = [v for r in rows for v in (r["measured_step_ms"], r["yielding"]["step_ms"],
+                                         r["polling"]["step_ms"])]
+    lo, hi = min(every) * 0.7, max(every) * 1.4
+    ax.plot([lo, hi], [lo, hi], color="#888888", linestyle=":", label="predicted = measured")
+    ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="#888888",
+                    alpha=0.12, label="within 15%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured step time (ms, best of %d)" % REPS)
+    ax.set_ylabel("predicted step time (ms)")
+    ax.set_title("cohort simulate vs cohort bench step, 1-4 ranks on this machine", fontsize=9)
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "predicted_vs_measured.png"), dpi=110)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "docs/results/simulate")

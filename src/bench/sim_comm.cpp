@@ -1,0 +1,172 @@
+#include "bench/sim_comm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace cohort::sim {
+
+namespace {
+
+// "12.5Gbit" -> (12.5, "Gbit"); InputError naming flag when no number leads.
+std::pair<double, std::string> number_unit(const std::string& flag, const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (...) {
+    throw InputError(flag + ": '" + s + "' is not a number with an optional unit");
+  }
+  COHORT_INPUT_CHECK(std::isfinite(v) && v >= 0, flag, ": '", s, "' must be a finite value >= 0");
+  return {v, s.substr(used)};
+}
+
+// Cohort's tree (comm/tree.cpp) exchanges whole vectors at or below this.
+constexpr double kDoublingMaxBytes = 2048;
+constexpr double kTreeMaxBytes = 256 * 1024;  // comm::choose_algorithm's switch to the ring
+
+double tree_time(const Topology& t, const Group& g, double bytes) {
+  const int p = g.count;
+  int p2 = 1;
+  while (p2 * 2 <= p) p2 *= 2;
+  double total = 0;
+  if (p2 < p) total += 2 * t.between(g.rank(0), g.rank(1)).time(bytes);  // fold and unfold
+  // Step with partner distance m: halving sends bytes*m/p2, doubling the same
+  // back; small vectors send everything in log2 p2 steps.
+  for (int m = 1; m < p2; m *= 2) {
+    const Link& l = t.between(g.rank(0), g.rank(std::min(m, p - 1)));
+    if (bytes <= kDoublingMaxBytes)
+      total += l.time(bytes);
+    else
+      total += 2 * l.time(bytes * m / p2);
+  }
+  return total;
+}
+
+double ring_time(const Topology& t, const Group& g, double bytes) {
+  return 2 * ring_half_time(t, g, bytes);
+}
+
+// Horovod's hierarchical all-reduce: reduce-scatter inside each host, an
+// all-reduce of each shard between hosts (the host's r rings share its
+// link, so together they move bytes/H per step), all-gather inside.
+double hierarchical_time(const Topology& t, const Group& g, double bytes) {
+  const int first_host = t.host_of(g.rank(0)), last_host = t.host_of(g.rank(g.count - 1));
+  const int h = last_host - first_host + 1;
+  if (h == 1 || h == g.count) return ring_time(t, g, bytes);
+  const int r = g.count / h;
+  const Group inside{g.first, r, g.stride};
+  const double intra = 2 * ring_half_time(t, inside, bytes);
+  const double inter = 2.0 * (h - 1) * (t.inter.alpha + bytes / h / t.inter.bytes_per_s);
+  return intra + inter;
+}
+
+}  // namespace
+
+Link parse_link(const std::string& flag, const std::string& value) {
+  const size_t comma = value.find(',');
+  COHORT_INPUT_CHECK(comma != std::string::npos, flag, ": '", value,
+                     "' is not BW,LATENCY (e.g. 10Gbit,5us)");
+  auto [bw, bu] = number_unit(flag, value.substr(0, comma));
+  auto [lat, lu] = number_unit(flag, value.substr(comma + 1));
+  Link l;
+  if (bu.empty() || bu == "Gbit")
+    l.bytes_per_s = bw * 1e9 / 8;
+  else if (bu == "Mbit")
+    l.bytes_per_s = bw * 1e6 / 8;
+  else if (bu == "GB")
+    l.bytes_per_s = bw * 1e9;
+  else if (bu == "MB")
+    l.bytes_per_s = bw * 1e6;
+  else
+    throw InputError(flag + ": unknown bandwidth unit '" + bu + "' (valid: Gbit, Mbit, GB, MB)");
+  COHORT_INPUT_CHECK(l.bytes_per_s > 0, flag, ": bandwidth must be positive");
+  if (lu.empty() || lu == "us")
+    l.alpha = lat * 1e-6;
+  else if (lu == "ns")
+    l.alpha = lat * 1e-9;
+  else if (lu == "ms")
+    l.alpha = lat * 1e-3;
+  else if (lu == "s")
+    l.alpha = lat;
+  else
+    throw InputError(flag + ": unknown latency unit '" + lu + "' (valid: ns, us, ms, s)");
+  return l;
+}
+
+std::string describe_link(const Link& l) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.3g Gbit/s, %.3g us", l.bytes_per_s * 8 / 1e9, l.alpha * 1e6);
+  return buf;
+}
+
+Algo parse_algo(const std::string& name) {
+  if (name == "ring") return Algo::kRing;
+  if (name == "tree") return Algo::kTree;
+  if (name == "hierarchical") return Algo::kHierarchical;
+  if (name == "auto") return Algo::kAuto;
+  throw InputError("--allreduce: unknown algorithm '" + name +
+                   "' (valid: ring, tree, hierarchical, auto)");
+}
+
+const char* algo_name(Algo a) {
+  switch (a) {
+    case Algo::kRing: return "ring";
+    case Algo::kTree: return "tree";
+    case Algo::kHierarchical: return "hierarchical";
+    case Algo::kAuto: return "auto";
+  }
+  return "?";
+}
+
+const Link& ring_link(const Topology& t, const Group& g) {
+  const int h0 = t.host_of(g.rank(0)), h1 = t.host_of(g.rank(g.count - 1));
+  return h0 == h1 ? t.intra : t.inter;
+}
+
+double ring_half_time(const Topology& t, const Group& g, double bytes) {
+  if (g.count <= 1) return 0;
+  const Link& l = ring_link(t, g);
+  return (g.count - 1) * l.time(bytes / g.count);
+}
+
+double allreduce_time(const Topology& t, const Group& g, double bytes, Algo algo) {
+  if (g.count <= 1 || bytes <= 0) return 0;
+  if (algo == Algo::kAuto) {
+    const bool power_of_two = (g.count & (g.count - 1)) == 0;
+    algo = power_of_two || bytes <= kTreeMaxBytes ? Algo::kTree : Algo::kRing;
+  }
+  switch (algo) {
+    case Algo::kTree: return tree_time(t, g, bytes);
+    case Algo::kHierarchical: return hierarchical_time(t, g, bytes);
+    default: return ring_time(t, g, bytes);
+  }
+}
+
+Link fit_ring(const nlohmann::json& j, const std::string& file) {
+  COHORT_INPUT_CHECK(j.is_object() && j.contains("sizes") && j.contains("world") &&
+                         j["sizes"].is_array() && j["sizes"].size() >= 2,
+                     file, ": not a `cohort bench comm` line with two or more sizes");
+  const double n = j["world"].get<double>();
+  COHORT_INPUT_CHECK(n >= 2, file, ": world must be at least 2");
+  // Latency from the smallest message, bandwidth from the largest: a least
+  // squares over sizes 4 B .. 256 MiB would let the large ones decide alpha.
+  double x0 = 1e300, y0 = 0, x1 = -1, y1 = 0;
+  for (const auto& row : j["sizes"]) {
+    COHORT_INPUT_CHECK(row.contains("bytes") && row.contains("ring_us"), file,
+                       ": a size row lacks bytes or ring_us");
+    const double x = row["bytes"].get<double>(), y = row["ring_us"].get<double>() * 1e-6;
+    if (x < x0) x0 = x, y0 = y;
+    if (x > x1) x1 = x, y1 = y;
+  }
+  const double a = y0;
+  const double b = (y1 - y0) / (x1 - x0);
+  Link l;
+  l.alpha = a / (2 * (n - 1));
+  l.bytes_per_s = 2 * (n - 1) / n / b;
+  return l;
+}
+
+}  // namespace cohort::sim

@@ -1,0 +1,62 @@
+// The cost model's communication half (`cohort simulate`): an alpha-beta
+// figure per link class (inside a host, between hosts) and the time of each
+// collective cohort runs, from its algorithm's message schedule (ring,
+// Rabenseifner's tree, hierarchical), for N = hosts x ranks_per_host ranks
+// laid out host by host (ranks r and r+1 share a host unless r+1 starts the
+// next one).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace cohort::sim {
+
+// One link class: a message of b bytes takes alpha + b / bytes_per_s.
+struct Link {
+  double alpha = 0;           // seconds per message
+  double bytes_per_s = 1e30;  // bandwidth
+  double time(double bytes) const { return alpha + bytes / bytes_per_s; }
+};
+
+// "BW,LATENCY": BW in Gbit/s unless suffixed (Gbit, Mbit, GB, MB: bytes),
+// LATENCY in microseconds unless suffixed (ns, us, ms, s). InputError naming
+// `flag` for anything else.
+Link parse_link(const std::string& flag, const std::string& value);
+std::string describe_link(const Link& l);  // "10 Gbit/s, 5 us"
+
+struct Topology {
+  int hosts = 1;
+  int ranks_per_host = 1;
+  Link intra, inter;
+  int size() const { return hosts * ranks_per_host; }
+  int host_of(int rank) const { return rank / ranks_per_host; }
+  // The link between two ranks: intra on one host, inter otherwise.
+  const Link& between(int a, int b) const { return host_of(a) == host_of(b) ? intra : inter; }
+};
+
+// A group of ranks taking part in a collective: `count` ranks, consecutive
+// members `stride` world ranks apart starting at `first` (dp: stride 1;
+// hybrid's stage groups: stride K).
+struct Group {
+  int first = 0, count = 1, stride = 1;
+  int rank(int i) const { return first + i * stride; }
+};
+
+enum class Algo { kRing, kTree, kHierarchical, kAuto };
+Algo parse_algo(const std::string& name);  // InputError naming --allreduce
+const char* algo_name(Algo a);
+
+// Seconds for one all-reduce of `bytes` over `g` (auto: what cohort's
+// choose_algorithm picks for that size and group).
+double allreduce_time(const Topology& t, const Group& g, double bytes, Algo algo);
+// Ring reduce-scatter or all-gather: (n-1) steps of bytes/n each.
+double ring_half_time(const Topology& t, const Group& g, double bytes);
+// The slowest link a ring over `g` crosses.
+const Link& ring_link(const Topology& t, const Group& g);
+
+// alpha/beta fitted (t = a + b * bytes: a from the smallest size, b from
+// the slope to the largest) to a `cohort bench
+// comm` JSON line's ring column: alpha = a / 2(N-1), bandwidth =
+// 2(N-1)/N / b. InputError naming the file for a line without sizes.
+Link fit_ring(const nlohmann::json& bench_comm, const std::string& file);
+
+}  // namespace cohort::sim

@@ -1,0 +1,424 @@
+#include "bench/sim_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "parallel/stages.h"
+
+namespace cohort::sim {
+
+namespace {
+
+// One rank's timeline under one plan; `busy` is each rank's own compute
+// (for the host contention estimate).
+struct Timeline {
+  Prediction p;
+  std::vector<double> busy;
+};
+
+std::vector<int64_t> param_offsets(const Profile& p) {
+  std::vector<int64_t> off = {0};
+  for (const auto& l : p.layers) off.push_back(off.back() + l.params);
+  return off;
+}
+
+// Gradient buckets as data parallelism cuts them: from the end of the
+// arena, bucket_mb each; {begin, end} in elements.
+std::vector<std::pair<int64_t, int64_t>> buckets(int64_t n, double bucket_mb) {
+  const int64_t per = std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / 4));
+  std::vector<std::pair<int64_t, int64_t>> b;
+  for (int64_t end = n; end > 0; end -= per) b.push_back({std::max<int64_t>(0, end - per), end});
+  return b;
+}
+
+// When backward (starting at `start`, layers in reverse, times x f) has
+// finished each layer.
+std::vector<double> backward_done(const Profile& p, double start, double f) {
+  std::vector<double> done(p.layers.size());
+  double t = start;
+  for (size_t i = p.layers.size(); i-- > 0;) {
+    t += p.layers[i].backward * f;
+    done[i] = t;
+  }
+  return done;
+}
+
+// The time by which the whole range [b, e) has been produced: when the
+// lowest layer overlapping it is done.
+double range_ready(const std::vector<int64_t>& off, const std::vector<double>& done, int64_t b,
+                   int64_t e) {
+  for (size_t i = 0; i + 1 < off.size(); ++i)
+    if (off[i + 1] > b && off[i] < e) return done[i];
+  return done.empty() ? 0 : done.front();
+}
+
+using CollectiveTime = double (*)(const Topology&, const Group&, double, Algo);
+
+double half_time(const Topology& t, const Group& g, double bytes, Algo) {
+  return ring_half_time(t, g, bytes);
+}
+
+// dp and ZeRO 1-2: forward, backward with each bucket's collective queued
+// as backward produces it, then the optimizer (x opt_share) and an
+// all-gather of the updated parameters when the optimizer is sharded.
+Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, const Group& g,
+                         double f, CollectiveTime reduce, Algo algo, double opt_share,
+                         bool gather_after, bool reduce_every_micro) {
+  const double fwd = p.forward() * f, bwd = p.backward() * f;
+  const auto off = param_offsets(p);
+  const auto bk = buckets(p.params(), plan.bucket_mb);
+  double clock = 0, exposed = 0;
+  for (int micro = 0; micro < plan.accumulate; ++micro) {
+    const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
+    const double start = clock + fwd;
+    const double end = start + bwd;
+    clock = end;
+    if (!reduce_now) continue;
+    const auto done = backward_done(p, start, f);
+    double free = start;
+    for (const auto& [b, e] : bk) {
+      const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
+      free = std::max(free, ready) + reduce(t, g, 4.0 * double(e - b), algo);
+    }
+    exposed += std::max(0.0, free - end);
+    clock = std::max(end, free);
+  }
+  const double opt = p.optimizer * f * opt_share;
+  const double gather = gather_after ? ring_half_time(t, g, 4.0 * double(p.params())) : 0;
+  Prediction r;
+  r.compute = (fwd + bwd) * plan.accumulate + opt;
+  r.comm = exposed + gather;
+  r.step = r.compute + r.comm;
+  return r;
+}
+
+// ZeRO stage 3: every layer's parameters gathered before it runs, forward
+// and backward (the last layer stays between them), the next one's gather
+// queued as a layer starts; gradient buckets reduce-scattered on the same
+// queue; each rank steps its shard, nothing gathered after.
+Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Group& g, double f) {
+  const size_t n = p.layers.size();
+  std::vector<double> gather(n);
+  for (size_t i = 0; i < n; ++i) gather[i] = ring_half_time(t, g, 4.0 * double(p.layers[i].params));
+  const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
+  double clock = 0, free = 0, compute = 0;
+  for (int micro = 0; micro < plan.accumulate; ++micro) {
+    std::vector<double> ready(n, 0);
+    free = std::max(free, clock);
+    ready[0] = free = free + gather[0];
+    for (size_t i = 0; i < n; ++i) {
+      const double start = std::max(clock, ready[i]);
+      if (i + 1 < n) ready[i + 1] = free = std::max(free, start) + gather[i + 1];
+      clock = start + p.layers[i].forward * f;
+      compute += p.layers[i].forward * f;
+    }
+    std::fill(ready.begin(), ready.end(), 0.0);
+    double bucket = 0;
+    for (size_t i = n; i-- > 0;) {
+      const double start = std::max(clock, ready[i]);
+      if (i > 0) ready[i - 1] = free = std::max(free, start) + gather[i - 1];
+      clock = start + p.layers[i].backward * f;
+      compute += p.layers[i].backward * f;
+      bucket += double(p.layers[i].params);
+      if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
+        free = std::max(free, clock) + ring_half_time(t, g, 4.0 * bucket);
+        bucket = 0;
+      }
+    }
+  }
+  const double opt = p.optimizer * f / g.count;
+  Prediction r;
+  r.compute = compute + opt;
+  r.step = std::max(clock, free) + opt;
+  r.comm = r.step - r.compute;
+  return r;
+}
+
+// Parameter server: workers compute, push a range to every server and pull
+// it back; the servers' links carry every worker's range (sync: all, then
+// one step; async: a worker's cycle, or the servers' capacity if that is
+// less).
+Prediction parameter_server(const Profile& p, const Plan& plan, const Topology& t, double f,
+                            std::vector<double>& busy) {
+  const int world = t.size(), workers = world - plan.servers;
+  const double compute = (p.forward() + p.backward()) * f;
+  const double shard = 4.0 * double(p.params()) / plan.servers;
+  const double opt = p.optimizer * f / plan.servers;
+  double exchange = 0;  // one direction, all workers, the slowest server
+  for (int j = 0; j < plan.servers; ++j) {
+    double s = 0;
+    for (int w = 0; w < workers; ++w) s += t.between(w, workers + j).time(shard);
+    exchange = std::max(exchange, s);
+  }
+  Prediction r;
+  r.samples = double(workers) * plan.batch;
+  if (!plan.async) {
+    r.compute = compute;
+    r.comm = 2 * exchange + opt;  // workers wait for the servers' step too
+    r.step = r.compute + r.comm;
+  } else {
+    const double own = 2 * t.between(0, workers).time(shard) + opt;
+    const double server = 2 * exchange + workers * opt;  // every push applied alone
+    r.compute = compute;
+    r.step = std::max(compute + own, server);
+    r.comm = r.step - compute;
+  }
+  busy.assign(size_t(world), compute / r.step);
+  for (int j = 0; j < plan.servers; ++j) busy[size_t(workers + j)] = opt / r.step;
+  return r;
+}
+
+// One stage's list of operations in its schedule's order: micro-batch m
+// forward (+m+1) or backward (-(m+1)).
+std::vector<int> stage_ops(int s, int k, int m, bool one_f_one_b) {
+  std::vector<int> ops;
+  if (!one_f_one_b) {
+    for (int i = 0; i < m; ++i) ops.push_back(i + 1);
+    for (int i = 0; i < m; ++i) ops.push_back(-(i + 1));
+    return ops;
+  }
+  const int warmup = std::min(k - s - 1, m);
+  for (int i = 0; i < warmup; ++i) ops.push_back(i + 1);
+  for (int i = warmup; i < m; ++i) {
+    ops.push_back(i + 1);
+    ops.push_back(-(i - warmup + 1));
+  }
+  for (int i = m - warmup; i < m; ++i) ops.push_back(-(i + 1));
+  return ops;
+}
+
+// Runs the schedule: an operation starts when its stage is free and its
+// input (the previous stage's activation, the next stage's gradient) has
+// arrived; sends do not block. Returns each stage's finish time.
+std::vector<double> run_schedule(const std::vector<double>& fwd, const std::vector<double>& bwd,
+                                 const std::vector<double>& xfer, int m, bool one_f_one_b) {
+  const int k = int(fwd.size());
+  std::vector<std::vector<int>> ops(static_cast<size_t>(k));
+  for (int s = 0; s < k; ++s) ops[size_t(s)] = stage_ops(s, k, m, one_f_one_b);
+  // f_end[s][i], b_end[s][i]: when stage s finished micro-batch i (-1: not yet).
+  std::vector<std::vector<double>> f_end(size_t(k), std::vector<double>(size_t(m), -1)),
+      b_end = f_end;
+  std::vector<size_t> next(size_t(k), 0);
+  std::vector<double> free(size_t(k), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < k; ++s) {
+      while (next[size_t(s)] < ops[size_t(s)].size()) {
+        const int op = ops[size_t(s)][next[size_t(s)]];
+        const size_t i = size_t(std::abs(op) - 1);
+        double ready = 0;
+        if (op > 0 && s > 0) {
+          if (f_end[size_t(s - 1)][i] < 0) break;
+          ready = f_end[size_t(s - 1)][i] + xfer[size_t(s - 1)];
+        } else if (op < 0 && s + 1 < k) {
+          if (b_end[size_t(s + 1)][i] < 0) break;
+          ready = b_end[size_t(s + 1)][i] + xfer[size_t(s)];
+        }
+        const double start = std::max(free[size_t(s)], ready);
+        free[size_t(s)] = start + (op > 0 ? fwd[size_t(s)] : bwd[size_t(s)]);
+        (op > 0 ? f_end : b_end)[size_t(s)][i] = free[size_t(s)];
+        ++next[size_t(s)];
+        progress = true;
+      }
+    }
+  }
+  return free;
+}
+
+// mp, pp and hybrid: stages cut as cohort cuts them, the schedule run with
+// and without the transfers (the difference is exposed communication, the
+// rest of the idle time bubble), then hybrid's all-reduce of each stage's
+// range over its replicas and each stage's optimizer step.
+Timeline pipeline(const Profile& p, const Plan& plan, const Topology& t, double f) {
+  const auto cuts = plan_cuts(p, plan);
+  const int k = plan.stages, m = plan.parallel == "mp" ? 1 : plan.micro_batches;
+  const int d = plan.parallel == "hybrid" ? plan.dp : 1;
+  std::vector<double> fwd(size_t(k), 0), bwd(size_t(k), 0), xfer(size_t(k), 0), none(size_t(k), 0);
+  std::vector<int64_t> params(size_t(k), 0);
+  for (int s = 0; s < k; ++s) {
+    for (size_t i = cuts[size_t(s)]; i < cuts[size_t(s) + 1]; ++i) {
+      fwd[size_t(s)] += p.layers[i].forward * f;
+      bwd[size_t(s)] += p.layers[i].backward * f;
+      params[size_t(s)] += p.layers[i].params;
+    }
+    const double bytes = p.layers[cuts[size_t(s) + 1] - 1].out_bytes / 4 * plan.activation_bytes *
+                         double(p.batch);
+    if (s + 1 < k) xfer[size_t(s)] = t.between(s, s + 1).time(bytes);
+  }
+  const auto real = run_schedule(fwd, bwd, xfer, m, plan.one_f_one_b);
+  const auto ideal = run_schedule(fwd, bwd, none, m, plan.one_f_one_b);
+  Timeline r;
+  r.busy.assign(size_t(k * d), 0);
+  double step = 0;
+  int critical = 0;
+  std::vector<double> ends(static_cast<size_t>(k));
+  for (int s = 0; s < k; ++s) {
+    const double reduce = allreduce_time(t, Group{s, d, k}, 4.0 * double(params[size_t(s)]), plan.algo);
+    const double opt = p.optimizer * f * double(params[size_t(s)]) / double(std::max<int64_t>(1, p.params()));
+    ends[size_t(s)] = real[size_t(s)] + reduce + opt;
+    if (ends[size_t(s)] > step) step = ends[size_t(s)], critical = s;
+  }
+  const int s = critical;
+  const double compute = m * (fwd[size_t(s)] + bwd[size_t(s)]) +
+                         p.optimizer * f * double(params[size_t(s)]) / double(std::max<int64_t>(1, p.params()));
+  r.p.step = step;
+  r.p.compute = compute;
+  r.p.bubble = std::max(0.0, ideal[size_t(s)] - m * (fwd[size_t(s)] + bwd[size_t(s)]));
+  r.p.comm = std::max(0.0, step - compute - r.p.bubble);
+  r.p.samples = double(plan.batch) * d;
+  for (int rank = 0; rank < k * d; ++rank) {
+    const int st = rank % k;
+    r.busy[size_t(rank)] = plan.busy_wait ? 1.0 : m * (fwd[size_t(st)] + bwd[size_t(st)]) / step;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<size_t> plan_cuts(const Profile& p, const Plan& plan) {
+  const size_t n = p.layers.size();
+  COHORT_INPUT_CHECK(size_t(plan.stages) <= n, "--stages ", plan.stages, ": ", p.model,
+                     " has only ", n, " layers to place");
+  if (!plan.split.empty()) return split_cuts(plan.split, n, plan.stages);
+  std::vector<double> w(n);
+  for (size_t i = 0; i < n; ++i)
+    w[i] = plan.balance == "time" ? p.layers[i].forward + p.layers[i].backward
+                                  : double(p.layers[i].params);
+  return balance_cuts(w, plan.stages);
+}
+
+double slow_down(const Plan& plan, double together) {
+  const auto& c = plan.contention;
+  if (c.empty()) return plan.cores > 0 ? std::max(1.0, together / plan.cores) : 1.0;
+  // Points (1, 1), then the measured ones; the segment that holds `together`
+  // (the last one beyond them).
+  double k0 = 1, f0 = 1;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const auto [k, f] = c[i];
+    if (together <= k || i + 1 == c.size())
+      return std::max(1.0, f0 + (f - f0) * (together - k0) / (k - k0));
+    k0 = k, f0 = f;
+  }
+  return 1.0;
+}
+
+int64_t rows_per_pass(const Plan& plan) {
+  const bool pipe = plan.parallel == "pp" || plan.parallel == "hybrid";
+  return pipe ? std::max<int64_t>(1, plan.batch / plan.micro_batches) : plan.batch;
+}
+
+int ranks_needed(const Plan& plan, int world) {
+  if (plan.parallel == "none") return 1;
+  if (plan.parallel == "mp" || plan.parallel == "pp") return plan.stages;
+  if (plan.parallel == "hybrid") return plan.stages * plan.dp;
+  return world;
+}
+
+void check_plan(const Plan& plan, int world) {
+  static const char* kNames[] = {"none", "dp", "ps", "mp", "pp", "hybrid", "zero"};
+  COHORT_INPUT_CHECK(std::find(std::begin(kNames), std::end(kNames), plan.parallel) != std::end(kNames),
+                     "--parallel: unknown strategy '", plan.parallel,
+                     "' (valid: none, dp, ps, mp, pp, hybrid, zero)");
+  COHORT_INPUT_CHECK(plan.batch >= 1, "--batch must be at least 1, got ", plan.batch);
+  COHORT_INPUT_CHECK(plan.accumulate >= 1, "--accumulate must be at least 1, got ", plan.accumulate);
+  COHORT_INPUT_CHECK(plan.bucket_mb > 0, "--bucket-mb must be positive, got ", plan.bucket_mb);
+  COHORT_INPUT_CHECK(plan.stages >= 1, "--stages must be at least 1, got ", plan.stages);
+  COHORT_INPUT_CHECK(plan.micro_batches >= 1, "--micro-batches must be at least 1, got ",
+                     plan.micro_batches);
+  COHORT_INPUT_CHECK(plan.dp >= 1, "--dp must be at least 1, got ", plan.dp);
+  COHORT_INPUT_CHECK(plan.zero_stage >= 1 && plan.zero_stage <= 3, "--zero-stage must be 1, 2 or 3, got ",
+                     plan.zero_stage);
+  COHORT_INPUT_CHECK(plan.cores >= 0, "--cores must be at least 0, got ", plan.cores);
+  double last_k = 1;
+  for (const auto& [k, f] : plan.contention) {
+    COHORT_INPUT_CHECK(k > last_k && f >= 1, "--contention: give rising K:FACTOR pairs, K > 1, "
+                       "FACTOR >= 1 (e.g. 2:1.9,4:3.6)");
+    last_k = k;
+  }
+  COHORT_INPUT_CHECK(plan.balance == "params" || plan.balance == "time",
+                     "--balance: unknown choice '", plan.balance, "' (valid: params, time)");
+  const int need = ranks_needed(plan, world);
+  COHORT_INPUT_CHECK(need == world || plan.parallel == "none", "--parallel ", plan.parallel, " needs ",
+                     need, " ranks (--stages x --dp); --hosts x --ranks-per-host gives ", world);
+  if (plan.parallel == "ps")
+    COHORT_INPUT_CHECK(plan.servers >= 1 && plan.servers < world, "--servers ", plan.servers,
+                       " must leave at least one worker of ", world, " ranks");
+}
+
+namespace {
+
+Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, double f) {
+  const int world = t.size();
+  const Group all{0, world, 1};
+  Timeline r;
+  const std::string& s = plan.parallel;
+  if (s == "none") {
+    r.p = data_parallel(p, plan, t, Group{0, 1, 1}, f, allreduce_time, plan.algo, 1, false, false);
+    r.p.samples = double(plan.batch) * plan.accumulate;
+  } else if (s == "dp") {
+    r.p = data_parallel(p, plan, t, all, f, allreduce_time, plan.algo, 1, false, false);
+    r.p.samples = double(plan.batch) * plan.accumulate * world;
+  } else if (s == "zero") {
+    if (plan.zero_stage == 1)
+      r.p = data_parallel(p, plan, t, all, f, allreduce_time, Algo::kRing, 1.0 / world, true, false);
+    else if (plan.zero_stage == 2)
+      r.p = data_parallel(p, plan, t, all, f, half_time, Algo::kRing, 1.0 / world, true, true);
+    else
+      r.p = zero3(p, plan, t, all, f);
+    r.p.samples = double(plan.batch) * plan.accumulate * world;
+  } else if (s == "ps") {
+    r.p = parameter_server(p, plan, t, f, r.busy);
+    return r;
+  } else {
+    return pipeline(p, plan, t, f);
+  }
+  // Ranks that poll in MPI's blocking calls (dp's and ZeRO 1's bucket
+  // reductions) hold a core for the whole step; ZeRO 2-3 wait politely.
+  const bool polls = plan.busy_wait && !(s == "zero" && plan.zero_stage > 1);
+  r.busy.assign(size_t(s == "none" ? 1 : world), polls ? 1.0 : r.p.compute / r.p.step);
+  return r;
+}
+
+}  // namespace
+
+Prediction predict(const Profile& prof, const Plan& plan, const Topology& t) {
+  check_plan(plan, plan.parallel == "none" ? 1 : t.size());
+  const Profile p = prof.batch == rows_per_pass(plan) ? prof : prof.at_batch(rows_per_pass(plan));
+  // Ranks that share a host's cores slow each other in proportion to how
+  // much of the step they compute at once: iterate to a fixed point.
+  double f = 1;
+  Timeline tl;
+  for (int it = 0; it < 40; ++it) {
+    // Inside a host, messages are copies by the same cores: they slow alike.
+    Topology slowed = t;
+    slowed.intra.alpha *= f;
+    slowed.intra.bytes_per_s /= f;
+    tl = predict_once(p, plan, slowed, f);
+    if (plan.cores <= 0 && plan.contention.empty()) break;
+    double worst = 0;
+    for (int h = 0; h < t.hosts; ++h) {
+      double together = 0;
+      for (size_t r = 0; r < tl.busy.size(); ++r)
+        if (t.host_of(int(r)) == h) together += tl.busy[r];  // ranks computing at once, on average
+      worst = std::max(worst, together);
+    }
+    const double next = 0.5 * (f + slow_down(plan, worst));  // damped
+    if (std::abs(next - f) < 1e-4) break;
+    f = next;
+  }
+  tl.p.contention = f;
+  return tl.p;
+}
+
+Prediction predict_single(const Profile& prof, const Plan& plan) {
+  Plan one = plan;
+  one.parallel = "none";
+  one.cores = 0;
+  const int64_t rows = one.batch;
+  const Profile p = prof.batch == rows ? prof : prof.at_batch(rows);
+  Topology t;
+  return predict(p, one, t);
+}
+
+}  // namespace cohort::sim

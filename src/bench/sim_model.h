@@ -1,0 +1,78 @@
+// The cost model (`cohort simulate`): a training step's time under each of
+// cohort's strategies, from a compute profile (sim_profile.h) and the
+// communication model (sim_comm.h), following the strategies' real message
+// schedules: dp's buckets cut from the end of the arena and reduced one at a
+// time as backward produces them, the pipeline's GPipe and 1F1B orders, the
+// parameter server's pushes and pulls, ZeRO's reduce-scatters, gathers and
+// stage 3's prefetched per-layer gathers.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "bench/sim_comm.h"
+#include "bench/sim_profile.h"
+
+namespace cohort::sim {
+
+// The strategy and its flags, as `cohort train` takes them.
+struct Plan {
+  std::string parallel = "dp";  // none | dp | ps | mp | pp | hybrid | zero
+  Algo algo = Algo::kAuto;
+  double bucket_mb = 25;
+  bool overlap = true;
+  int stages = 2, micro_batches = 4;
+  bool one_f_one_b = true;
+  std::string split;               // stage cut points ("3,7"); empty: balanced
+  std::string balance = "params";  // params | time
+  int dp = 1;                      // hybrid's replicas
+  int servers = 1;
+  bool async = false;
+  int zero_stage = 1;
+  int64_t batch = 128;  // per rank (dp, zero, ps workers); per pipeline (mp, pp, hybrid)
+  int accumulate = 1;
+  double activation_bytes = 4;  // per element sent between stages (bf16: 2)
+  double cores = 0;             // compute units per host that ranks share (0: one per rank)
+  bool busy_wait = false;       // ranks poll in blocking MPI calls: waiting holds a core
+  // Measured slow-down at k ranks computing at once on a host ({k, factor},
+  // rising k); when given it replaces `cores` (interpolated linearly, 1 at
+  // one rank, extrapolated at the last slope).
+  std::vector<std::pair<double, double>> contention;
+};
+
+// One optimizer step, the parts summing to `step` (seconds).
+struct Prediction {
+  double step = 0;
+  double compute = 0;  // the critical rank's own work
+  double comm = 0;     // communication not hidden behind compute
+  double bubble = 0;   // pipeline idle time
+  double data = 0;     // input not prefetched (synthetic: 0)
+  double samples = 0;  // samples the job trains on per step
+  double contention = 1;  // compute slow-down from ranks sharing a host's cores
+  double rate() const { return samples / step; }
+};
+
+// The compute slow-down when `together` ranks of a host compute at once.
+double slow_down(const Plan& plan, double together);
+
+// Ranks a plan runs on (its --stages x --dp, or the topology's size).
+int ranks_needed(const Plan& plan, int world);
+
+// InputError naming the flag for a plan that cannot run on `world` ranks.
+void check_plan(const Plan& plan, int world);
+
+// The profile's batch must be the rows one rank computes at once: the
+// per-rank batch, or a pipeline's micro-batch (it is rescaled otherwise).
+Prediction predict(const Profile& p, const Plan& plan, const Topology& t);
+
+// predict() for one rank alone with the same per-rank (or per-pipeline)
+// batch: the baseline of scaling efficiency.
+Prediction predict_single(const Profile& p, const Plan& plan);
+
+// Stage boundaries cohort would cut (--split, else --balance over the
+// layers' parameter counts or times).
+std::vector<size_t> plan_cuts(const Profile& p, const Plan& plan);
+
+// Rows one rank computes at once under `plan` (batch, or batch / micro-batches).
+int64_t rows_per_pass(const Plan& plan);
+
+}  // namespace cohort::sim

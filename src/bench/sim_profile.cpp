@@ -1,0 +1,209 @@
+#include "bench/sim_profile.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "nn/models/zoo.h"
+#include "optim/optimizer.h"
+#include "parallel/stages.h"
+
+namespace cohort::sim {
+
+int64_t Profile::params() const {
+  int64_t n = 0;
+  for (const auto& l : layers) n += l.params;
+  return n;
+}
+
+double Profile::forward() const {
+  double t = 0;
+  for (const auto& l : layers) t += l.forward;
+  return t;
+}
+
+double Profile::backward() const {
+  double t = 0;
+  for (const auto& l : layers) t += l.backward;
+  return t;
+}
+
+Profile Profile::at_batch(int64_t rows) const {
+  Profile p = *this;
+  const double k = double(rows) / double(batch);
+  p.batch = rows;
+  for (auto& l : p.layers) l.forward *= k, l.backward *= k;
+  return p;
+}
+
+namespace {
+
+// Seconds of the loss and its gradient on the model's output for `rows`
+// samples (best of three).
+double time_loss(nn::Model& model, int64_t rows) {
+  Shape in = {rows};
+  for (int64_t d : model.input_shape()) in.push_back(d);
+  const Shape out = model.layers().output_shape(in);
+  Tensor y = Tensor::empty(out), dy;
+  Rng rng(3);
+  for (int64_t i = 0; i < y.numel(); ++i) y.f32()[i] = rng.uniform(-1.0f, 1.0f);
+  const int64_t positions = model.spec().input.kind == nn::InputKind::kTokens ? in[1] : 1;
+  std::vector<int32_t> targets(size_t(rows * positions));
+  for (auto& t : targets) t = int32_t(rng.below(uint64_t(model.num_classes())));
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    Timer t;
+    model.loss().compute(y, targets.data(), &dy, 1.0f / float(rows));
+    best = std::min(best, t.seconds());
+  }
+  return best;
+}
+
+double time_optimizer(nn::Model& model) {
+  auto opt = make_optimizer("adam", 0, 0);
+  Arena& a = model.params();
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    Timer t;
+    opt->step(a.params().f32(), a.grads().f32(), a.size(), 0.0f);
+    if (rep > 0) best = std::min(best, t.seconds());
+  }
+  return best;
+}
+
+// Names, parameters, activation bytes and FLOPs of the model's top-level
+// layers (times left at 0).
+Profile describe_layers(nn::Model& model, const std::string& name, int64_t batch) {
+  Profile p;
+  p.model = name;
+  p.batch = batch;
+  const bool tokens = model.spec().input.kind == nn::InputKind::kTokens;
+  p.positions = tokens ? model.input_shape()[0] : 1;
+  nn::Sequential& layers = model.layers();
+  Shape s = {1};
+  for (int64_t d : model.input_shape()) s.push_back(d);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerCost l;
+    l.name = layers.child_name(i).empty() ? "layer" + std::to_string(i) : layers.child_name(i);
+    l.params = layers.child(i).num_params();
+    l.flops = layers.child(i).flops(Shape(s.begin() + 1, s.end()));
+    s = layers.child(i).output_shape(s);
+    l.out_bytes = 4.0 * double(numel(s));
+    p.layers.push_back(l);
+  }
+  // Tied parameters (GPT-2's lm_head) are counted once, by their owner.
+  const int64_t listed = p.params();
+  if (listed != model.num_params() && !p.layers.empty())
+    p.layers.back().params -= listed - model.num_params();
+  return p;
+}
+
+}  // namespace
+
+Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int64_t batch,
+                        int threads) {
+  COHORT_INPUT_CHECK(batch >= 1, "--batch must be at least 1, got ", batch);
+  omp_set_num_threads(threads);
+  auto model = nn::build_model(nn::find_model(name, seq, vocab), 0);
+  // Best of 8 after a warm-up: other processes on the machine only ever add time.
+  const LayerTimes t = time_layers_split(*model, batch, 9);
+  Profile p = describe_layers(*model, name, batch);
+  p.threads = threads;
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    p.layers[i].forward = t.forward[i];
+    p.layers[i].backward = t.backward[i];
+  }
+  const double loss = time_loss(*model, batch);
+  p.layers.back().forward += loss / 2;  // the loss and its gradient are one pass
+  p.layers.back().backward += loss / 2;
+  p.optimizer = time_optimizer(*model);
+  return p;
+}
+
+Profile flops_profile(const std::string& name, int64_t seq, int64_t vocab, int64_t batch,
+                      double gflops) {
+  COHORT_INPUT_CHECK(batch >= 1, "--batch must be at least 1, got ", batch);
+  COHORT_INPUT_CHECK(gflops > 0, "--compute flops:RATE: the rate must be positive GFLOP/s");
+  auto model = nn::build_model(nn::find_model(name, seq, vocab), 0);
+  Profile p = describe_layers(*model, name, batch);
+  p.source = "flops at " + std::to_string(int64_t(gflops)) + " GFLOP/s";
+  for (auto& l : p.layers) {
+    l.forward = l.flops * double(batch) / (gflops * 1e9);
+    l.backward = 2 * l.forward;  // input and weight gradients: two products per forward one
+  }
+  return p;
+}
+
+void save_profile(const Profile& p, const std::string& path) {
+  nlohmann::ordered_json j = {{"model", p.model}, {"batch", p.batch}, {"positions", p.positions},
+                              {"threads", p.threads}, {"optimizer_s", p.optimizer}};
+  j["layers"] = nlohmann::ordered_json::array();
+  for (const auto& l : p.layers)
+    j["layers"].push_back({{"name", l.name}, {"forward_s", l.forward}, {"backward_s", l.backward},
+                           {"params", l.params}, {"out_bytes", l.out_bytes}, {"flops", l.flops}});
+  const std::string text = j.dump(1) + "\n";
+  check_writable("--save-compute", path);
+  AtomicFile f(path);
+  f.write(text.data(), text.size());
+  f.commit();
+}
+
+namespace {
+
+template <typename T>
+T key(const nlohmann::json& j, const char* name, const std::string& path, const std::string& where) {
+  COHORT_INPUT_CHECK(j.contains(name), "--compute ", path, ": ", where, " has no \"", name, "\"");
+  try {
+    return j.at(name).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw InputError("--compute " + path + ": " + where + "'s \"" + name + "\" has the wrong type");
+  }
+}
+
+}  // namespace
+
+Profile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  COHORT_INPUT_CHECK(in.good(), "--compute ", path, ": cannot read the file");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("--compute " + path + ": not JSON (" + e.what() + ")");
+  }
+  COHORT_INPUT_CHECK(j.is_object(), "--compute ", path, ": not a JSON object");
+  Profile p;
+  p.source = path;
+  p.model = key<std::string>(j, "model", path, "the file");
+  p.batch = key<int64_t>(j, "batch", path, "the file");
+  p.positions = j.value("positions", int64_t(1));
+  p.threads = j.value("threads", 1);
+  p.optimizer = j.value("optimizer_s", 0.0);
+  COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");
+  const auto& layers = key<nlohmann::json>(j, "layers", path, "the file");
+  COHORT_INPUT_CHECK(layers.is_array() && !layers.empty(), "--compute ", path,
+                     ": \"layers\" must be a non-empty array");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string where = "layer " + std::to_string(i);
+    const auto& e = layers[i];
+    LayerCost l;
+    l.name = e.value("name", where);
+    l.forward = key<double>(e, "forward_s", path, where);
+    l.backward = key<double>(e, "backward_s", path, where);
+    l.params = key<int64_t>(e, "params", path, where);
+    l.out_bytes = e.value("out_bytes", 0.0);
+    l.flops = e.value("flops", 0.0);
+    COHORT_INPUT_CHECK(l.forward >= 0 && l.backward >= 0 && l.params >= 0, "--compute ", path,
+                       ": ", where, " has a negative figure");
+    p.layers.push_back(l);
+  }
+  return p;
+}
+
+}  // namespace cohort::sim

@@ -1,0 +1,57 @@
+// The cost model's compute half (`cohort simulate`): each top-level layer's
+// forward and backward seconds at a per-rank batch, its parameter count,
+// the activation bytes leaving it and its forward FLOPs, plus the loss and
+// the optimizer step; measured on this machine (what `--balance time`
+// measures) or read from a JSON file another machine wrote.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cohort::sim {
+
+struct LayerCost {
+  std::string name;
+  double forward = 0, backward = 0;  // seconds at the profile's batch
+  int64_t params = 0;                // parameters (f32 elements) the layer owns
+  double out_bytes = 0;              // f32 activation bytes per sample leaving the layer
+  double flops = 0;                  // forward FLOPs per sample
+};
+
+struct Profile {
+  std::string model;
+  int64_t batch = 1;       // the per-rank batch the seconds are for
+  int64_t positions = 1;   // tokens per sample (1 for images)
+  int threads = 1;         // threads per process when measured
+  double optimizer = 0;    // seconds of one optimizer step over every parameter
+  std::string source = "measured";  // or the file it came from
+  std::vector<LayerCost> layers;
+
+  int64_t params() const;
+  double forward() const;
+  double backward() const;
+  // The same figures at another batch (compute scales linearly with rows:
+  // an approximation that holds while a rank's batch keeps its cores busy).
+  Profile at_batch(int64_t rows) const;
+};
+
+// Times `model` (zoo name; seq/vocab 0: the model's) on this machine at
+// `batch` rows with `threads` OpenMP threads: best of a few runs per layer
+// after a warm-up, the loss folded into the last layer's forward and
+// backward, and Adam's step over the whole arena.
+Profile measure_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
+                        int threads);
+
+// A profile from the model's FLOPs alone: forward = FLOPs x batch / rate,
+// backward twice that, no optimizer time: another machine's figures from
+// its FLOP rate (`--compute flops:GFLOPS`).
+Profile flops_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
+                      double gflops);
+
+// JSON round trip ({"model", "batch", "positions", "threads", "optimizer_s",
+// "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
+// "flops"}]}). load: InputError naming the file and the key at fault.
+void save_profile(const Profile& p, const std::string& path);
+Profile load_profile(const std::string& path);
+
+}  // namespace cohort::sim
