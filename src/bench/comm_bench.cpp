@@ -4,11 +4,19 @@
 // bandwidth, 2(N-1)/N * bytes / time, is what every rank sends and receives
 // in a bandwidth-optimal all-reduce, so sizes and world sizes compare. The
 // peers run in the same job: MPI_Allreduce beside cohort's algorithms, then
-// PyTorch's gloo from rank 0 while the other ranks sleep.
+// PyTorch's gloo: from rank 0 while the other ranks sleep, or, when the ranks
+// span hosts, one gloo rank beside each cohort rank.
 #include "bench/comm_bench.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <utility>
 #include <cstdlib>
 #include <iterator>
 #include <limits>
@@ -40,6 +48,7 @@ void use_timeout(Communicator& c, const Column& col, const CommBenchConfig& cfg)
 // mpi is a peer's figure, measured here because it shares the job.
 constexpr Column kColumns[] = {{"ring", Algorithm::kRing},
                                {"tree", Algorithm::kTree},
+                               {"hierarchical", Algorithm::kHierarchical},
                                {"auto", Algorithm::kAuto},
                                {"mpi", Algorithm::kMpi}};
 
@@ -150,23 +159,61 @@ nlohmann::ordered_json measure_size(Communicator& c, std::vector<float>& buf, in
     row[std::string(kColumns[k].name) + "_gbps"] = busbw_gbps(c.size(), bytes, secs[k]);
     row[std::string(kColumns[k].name) + "_us"] = secs[k] * 1e6;
   }
-  row["auto_runs"] = comm::algorithm_name(comm::choose_algorithm(size_t(bytes), c.size()));
+  row["auto_runs"] =
+      comm::algorithm_name(comm::choose_algorithm(size_t(bytes), c.size(), c.host_layout()));
   if (c.rank() == 0)
-    std::fprintf(stderr, "  %10lld B: ring %.3f  tree %.3f  auto %.3f  mpi %.3f\n",
+    std::fprintf(stderr, "  %10lld B: ring %.3f  tree %.3f  hier %.3f  auto %.3f  mpi %.3f\n",
                  (long long)bytes, row["ring_gbps"].get<double>(),
-                 row["tree_gbps"].get<double>(), row["auto_gbps"].get<double>(),
-                 row["mpi_gbps"].get<double>());
+                 row["tree_gbps"].get<double>(), row["hierarchical_gbps"].get<double>(),
+                 row["auto_gbps"].get<double>(), row["mpi_gbps"].get<double>());
   return row;
 }
 
-// gloo after cohort, on the same cores: rank 0 runs the peer while the other
-// ranks sleep. Its JSON (null if not run); a failure goes to *error.
-nlohmann::json run_gloo(Communicator& c, const CommBenchConfig& cfg,
-                        const std::vector<int64_t>& sizes, std::string* error) {
-  nlohmann::json gloo;
+// A TCP port free on this host now (for gloo's rendezvous on rank 0).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  socklen_t len = sizeof a;
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw Error("bench comm: no free TCP port for gloo's rendezvous");
+  return ntohs(a.sin_port);
+}
+
+// Rank 0's host name and a port free on it, known to every rank.
+std::pair<std::string, int> gloo_master(Communicator& c) {
+  std::array<char, 256> host{};
+  int port = 0;
   if (c.rank() == 0) {
-    std::string csv;
-    for (int64_t b : sizes) csv += (csv.empty() ? "" : ",") + std::to_string(b);
+    ::gethostname(host.data(), host.size() - 1);
+    port = free_port();
+  }
+  c.broadcast(host.data(), host.size(), 0);
+  c.broadcast(&port, sizeof port, 0);
+  return {host.data(), port};
+}
+
+// gloo, measured after cohort. On one host rank 0 runs all of gloo's ranks
+// on the same cores while the other ranks sleep. Across hosts every rank
+// starts one gloo rank on its own host (the peer's launched mode: RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so gloo crosses the same links.
+// Its JSON (null if not run); a failure goes to *error.
+nlohmann::json run_gloo(Communicator& c, const CommBenchConfig& cfg,
+                        const std::vector<int64_t>& sizes, bool across_hosts,
+                        std::string* error) {
+  nlohmann::json gloo;
+  std::string csv;
+  for (int64_t b : sizes) csv += (csv.empty() ? "" : ",") + std::to_string(b);
+  if (across_hosts) {
+    const auto [host, port] = gloo_master(c);
+    ::setenv("RANK", std::to_string(c.rank()).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(c.size()).c_str(), 1);
+    ::setenv("MASTER_ADDR", host.c_str(), 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  }
+  if (c.rank() == 0 || across_hosts) {
     try {
       if (!peer_available()) throw Error("python3 with torch not found (" + peer_python() + ")");
       gloo = run_peer({"allreduce-bench", "--world", std::to_string(c.size()), "--sizes", csv,
@@ -174,9 +221,12 @@ nlohmann::json run_gloo(Communicator& c, const CommBenchConfig& cfg,
                        "--seconds", std::to_string(cfg.seconds)});
     } catch (const Error& e) {
       *error = e.what();
-      std::fprintf(stderr, "bench comm: gloo peer not measured: %s\n", e.what());
+      std::fprintf(stderr, "bench comm: rank %d: gloo peer not measured: %s\n", c.rank(),
+                   e.what());
     }
   }
+  if (across_hosts)
+    for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(v);
   quiet_barrier(c);
   return gloo;
 }
@@ -194,6 +244,7 @@ void add_peer_figures(nlohmann::ordered_json& rows, const nlohmann::json& gloo) 
           peer = std::max(peer, g["busbw_gbps"].get<double>());
         }
     const double best = std::max({row["ring_gbps"].get<double>(), row["tree_gbps"].get<double>(),
+                                  row["hierarchical_gbps"].get<double>(),
                                   row["auto_gbps"].get<double>()});
     row["best_cohort_gbps"] = best;
     row["best_peer_gbps"] = peer;
@@ -201,16 +252,26 @@ void add_peer_figures(nlohmann::ordered_json& rows, const nlohmann::json& gloo) 
   }
 }
 
+// "2,2": ranks on each host, in host order.
+std::string layout_text(const comm::HostLayout& l) {
+  std::vector<int> counts(size_t(l.hosts), 0);
+  for (int h : l.host_of) ++counts[size_t(h)];
+  std::string s;
+  for (int k : counts) s += (s.empty() ? "" : ",") + std::to_string(k);
+  return s;
+}
+
 void print_table(const nlohmann::ordered_json& rows) {
-  std::fprintf(stderr, "\n%12s %8s %8s %8s %8s %8s %8s %8s %7s\n", "bytes", "ring", "tree",
-               "auto", "mpi", "gloo", "cohort", "peer", "ratio");
+  std::fprintf(stderr, "\n%12s %8s %8s %8s %8s %8s %8s %8s %8s %7s\n", "bytes", "ring", "tree",
+               "hier", "auto", "mpi", "gloo", "cohort", "peer", "ratio");
   for (auto& row : rows) {
     char gl[16] = "       -";
     if (row["gloo_gbps"].is_number())
       std::snprintf(gl, sizeof gl, "%8.3f", row["gloo_gbps"].get<double>());
-    std::fprintf(stderr, "%12lld %8.3f %8.3f %8.3f %8.3f %s %8.3f %8.3f %6.2fx\n",
+    std::fprintf(stderr, "%12lld %8.3f %8.3f %8.3f %8.3f %8.3f %s %8.3f %8.3f %6.2fx\n",
                  (long long)row["bytes"].get<int64_t>(), row["ring_gbps"].get<double>(),
-                 row["tree_gbps"].get<double>(), row["auto_gbps"].get<double>(),
+                 row["tree_gbps"].get<double>(), row["hierarchical_gbps"].get<double>(),
+                 row["auto_gbps"].get<double>(),
                  row["mpi_gbps"].get<double>(), gl, row["best_cohort_gbps"].get<double>(),
                  row["best_peer_gbps"].get<double>(), row["ratio"].get<double>());
   }
@@ -223,20 +284,31 @@ nlohmann::ordered_json run_comm_bench(Communicator& c, const CommBenchConfig& cf
   const bool root = c.rank() == 0;
   const double saved_timeout = c.timeout();
   check_config(c, cfg);
+  if (!cfg.ranks_per_host.empty())
+    c.set_ranks_per_host(comm::parse_ranks_per_host(cfg.ranks_per_host, p));
+  c.prepare(Algorithm::kHierarchical);  // the layout and its splits, before any timing
+  const comm::HostLayout& layout = c.host_layout();
   const std::vector<int64_t> sizes = message_sizes(cfg);
   std::vector<float> buf(static_cast<size_t>(sizes.back() / 4));
 
   if (root)
-    std::fprintf(stderr, "bench comm: %d ranks, bus bandwidth GB/s = 2(N-1)/N * bytes / time\n", p);
+    std::fprintf(stderr,
+                 "bench comm: %d ranks on %d hosts (%s), bus bandwidth GB/s = 2(N-1)/N * bytes "
+                 "/ time\n",
+                 p, layout.hosts, layout_text(layout).c_str());
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (int64_t bytes : sizes) rows.push_back(measure_size(c, buf, bytes, cfg));
   c.set_timeout(saved_timeout);
   nlohmann::json gloo;
   std::string peer_error;
-  if (!cfg.peer.empty()) gloo = run_gloo(c, cfg, sizes, &peer_error);
+  // A pretended layout (--ranks-per-host) runs on one machine: gloo stays local.
+  const bool across_hosts = cfg.ranks_per_host.empty() && layout.hosts >= 2;
+  if (!cfg.peer.empty()) gloo = run_gloo(c, cfg, sizes, across_hosts, &peer_error);
   add_peer_figures(rows, gloo);
 
   nlohmann::ordered_json out = {{"event", "bench-comm"}, {"world", p},
+                                {"hosts", layout.hosts},
+                                {"ranks_per_host", layout_text(layout)},
                                 {"seconds_per_size", cfg.seconds}, {"repeats", cfg.repeats},
                                 {"timeout", cfg.timeout}};
   if (const char* btl = std::getenv("OMPI_MCA_btl")) out["btl"] = btl;

@@ -1,5 +1,5 @@
-// `cohort bench comm`: all-reduce bus bandwidth for cohort's ring and tree
-// (and auto's pick) beside the peers measured in the same run: the MPI
+// `cohort bench comm`: all-reduce bus bandwidth for cohort's ring, tree and
+// hierarchical algorithms (and auto's pick) beside the peers measured in the same run: the MPI
 // library's MPI_Allreduce and PyTorch's gloo all_reduce.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -20,6 +20,9 @@ struct CommBenchConfig {
   // polled, deadline-checked waits); MPI_Allreduce is always timed without,
   // since with one it would be MPI_Iallreduce, another algorithm.
   double timeout = 0;
+  // --ranks-per-host: the host layout to pretend ("2", "3,1"; see
+  // comm::parse_ranks_per_host); empty: the one the launcher reports.
+  std::string ranks_per_host;
 };
 
 // Collective: every rank of `c` must call it with the same config. Rank 0

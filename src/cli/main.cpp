@@ -275,6 +275,8 @@ void add_comm(CLI::App& comm, Commands& c) {
   comm.add_option("--max-bytes", c.comm_cfg.max_bytes);
   comm.add_option("--seconds", c.comm_cfg.seconds, "timing budget per size and algorithm");
   comm.add_option("--peer", c.comm_cfg.peer, "pytorch (gloo) or none");
+  comm.add_option("--ranks-per-host", c.comm_cfg.ranks_per_host,
+                  "pretend host layout: R per host, or R1,R2,... (default: mpirun's hosts)");
 }
 
 void declare(CLI::App& app, Commands& c) {

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -17,14 +19,31 @@ namespace cohort::comm {
 enum class ReduceOp { kSum, kAverage };
 // ring: reduce-scatter then allgather (bandwidth-optimal); tree: recursive
 // halving-doubling (latency-optimal); mpi: the library's MPI_Allreduce;
-// auto: picks by message size.
-enum class Algorithm { kRing, kTree, kMpi, kAuto };
+// hierarchical: inside each host, then between hosts, then inside again
+// (comm/hierarchical.cpp); auto: picks by message size and host layout.
+enum class Algorithm { kRing, kTree, kMpi, kHierarchical, kAuto };
 
 Algorithm parse_algorithm(const std::string& name);  // InputError naming --allreduce
 const char* algorithm_name(Algorithm a);
-// What kAuto runs for a message of `bytes` on `world` ranks (measured on the
-// development machines; see communicator.cpp).
-Algorithm choose_algorithm(size_t bytes, int world);
+
+// Which ranks share a host (shared memory among them, the network beyond).
+struct HostLayout {
+  std::vector<int> host_of;  // per rank; hosts numbered in order of their lowest rank
+  int hosts = 1;
+  int max_per_host = 1;
+  bool uniform = true;  // every host holds the same number of ranks
+};
+// A layout of hosts holding these numbers of ranks, in rank order.
+HostLayout layout_of(const std::vector<int>& ranks_per_host);
+// --ranks-per-host: "R" (R per host, the last may hold fewer) or "A,B,..."
+// (one count per host, summing to world). InputError naming the flag.
+std::vector<int> parse_ranks_per_host(const std::string& spec, int world);
+
+// What kAuto runs for a message of `bytes` on `world` ranks laid out over
+// hosts as `layout` (the rule and its measurements: communicator.cpp).
+Algorithm choose_algorithm(size_t bytes, int world, const HostLayout& layout = {});
+// Whether that choice can depend on the layout (else it need not be found).
+bool choice_needs_layout(size_t bytes, int world);
 
 // Tags at or above kFirstInternalTag belong to cohort's collectives; user
 // point-to-point tags must stay below it (MPI guarantees tags up to 32767).
@@ -33,6 +52,16 @@ constexpr int kRingTag = 30000;
 constexpr int kTreeTag = 30001;
 constexpr int kArrivalTag = 30002;
 constexpr int kArrivalReplyTag = 30003;
+constexpr int kHierTag = 30004;
+
+class Communicator;
+// The sub-communicators of the hierarchical all-reduce: this rank's host,
+// and the ranks with its index on the other hosts (one per host).
+struct Hierarchy {
+  HostLayout layout;
+  std::unique_ptr<Communicator> local;  // this host's ranks, in rank order
+  std::unique_ptr<Communicator> cross;  // the ranks with local->rank() on every host
+};
 
 // A collective or receive that did not complete within the timeout, or a
 // lost peer. The message names the ranks at fault.
@@ -84,20 +113,43 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   // Seconds a blocking call may wait before CommError (0: forever). Set it
-  // on every rank alike; split() copies it to the new communicator.
-  virtual void set_timeout(double seconds) { timeout_ = seconds; }
+  // on every rank alike; split() copies it to the new communicator, and the
+  // hierarchy's communicators follow it.
+  virtual void set_timeout(double seconds);
   double timeout() const { return timeout_; }
   // Horovod's stall check: every rank announces it reached `what`; rank 0
   // waits up to the timeout and, if some never arrive, throws CommError
   // naming them ("ranks 2, 3 did not reach 'step 12' within 30 s").
   virtual void check_arrival(const std::string& what) = 0;
 
+  // The host layout: the launcher's (ranks sharing memory, host_key) or the
+  // one set_ranks_per_host gave. Collective the first time it is asked for.
+  const HostLayout& host_layout();
+  // The hierarchical all-reduce's sub-communicators, split on first use
+  // (collective). Ask on the thread that owns the communicator before a
+  // background thread all-reduces with kHierarchical or kAuto (prepare).
+  Hierarchy& hierarchy();
+  // Finds now, collectively, whatever `algo` will need (layout, splits).
+  void prepare(Algorithm algo);
+  // Tests and --ranks-per-host: pretend the ranks sit on hosts of these sizes
+  // (rank order). Before the layout is first used; sums to size().
+  void set_ranks_per_host(std::vector<int> counts);
+
  protected:
   virtual void mpi_allreduce(float* data, int64_t n, ReduceOp op) = 0;
+  // Collective: a number shared exactly by the ranks on this rank's host. The
+  // default puts every rank on one host (in-process communicators).
+  virtual int host_key() { return 0; }
   double timeout_ = 0;
 
  private:
   void allreduce_bf16(BF16* data, int64_t n, ReduceOp op, Algorithm algo);
+  Algorithm resolve(Algorithm algo, size_t bytes);
+
+  std::mutex topology_mu_;
+  std::vector<int> ranks_per_host_;  // set_ranks_per_host's, else empty
+  std::unique_ptr<HostLayout> layout_;
+  std::unique_ptr<Hierarchy> hierarchy_;
 };
 
 // Waits for r without holding a core: tests, then yields, then sleeps in
@@ -123,5 +175,15 @@ void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op);
 void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t count,
                          ReduceOp op);
 void ring_allgather(Communicator& c, const void* src, void* dst, size_t block_bytes);
+// The ring all-reduce's halves in place over data[0, n) cut into size()
+// blocks (detail::Blocks): after the first, rank r holds block (r+1) % size()
+// summed (and averaged over `divide_by` ranks if op is kAverage); the second
+// passes every rank's finished block to all. `network`: the ring crosses
+// hosts, so keep several segments in flight (comm/ring.cpp).
+void ring_reduce_scatter_inplace(Communicator& c, float* data, int64_t n, ReduceOp op,
+                                 int divide_by, bool network = false);
+void ring_allgather_inplace(Communicator& c, float* data, int64_t n, bool network = false);
+// Hierarchical all-reduce over c.hierarchy() (comm/hierarchical.cpp).
+void hierarchical_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op);
 
 }  // namespace cohort::comm

@@ -4,6 +4,7 @@
 // the vector, the bandwidth optimum. Received partial sums are staged in
 // L2-sized segments so the add reads them from cache, not memory.
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -34,29 +35,88 @@ void reduce_step(Communicator& c, const float* send, int64_t scount, float* acc,
   }
 }
 
+// Across hosts: as reduce_step, but with kWindow segments in flight each way,
+// so the link never waits for this rank to be scheduled between segments.
+// Measured on a namespace cluster (2 hosts, 1 Gbit/s, 2 vCPUs under load):
+// one exchange at a time ran a link at about 68% of its rate.
+constexpr int64_t kWindow = 4;
+
+void reduce_step_windowed(Communicator& c, const float* send, int64_t scount, float* acc,
+                          int64_t rcount, int right, int left, int tag) {
+  const int64_t nseg = (std::max(scount, rcount) + kSegmentFloats - 1) / kSegmentFloats;
+  float* tmp = detail::scratch(kWindow * kSegmentFloats, 1);
+  std::vector<std::unique_ptr<Request>> recvs(static_cast<size_t>(nseg)), sends;
+  auto rlen = [&](int64_t i) { return std::clamp<int64_t>(rcount - i * kSegmentFloats, 0, kSegmentFloats); };
+  auto slot = [&](int64_t i) { return tmp + (i % kWindow) * kSegmentFloats; };
+  auto post_recv = [&](int64_t i) {
+    if (rlen(i) > 0) recvs[size_t(i)] = c.irecv(slot(i), f32_bytes(rlen(i)), left, tag);
+  };
+  for (int64_t i = 0; i < std::min(kWindow, nseg); ++i) post_recv(i);
+  for (int64_t off = 0; off < scount; off += kSegmentFloats)
+    sends.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), right, tag));
+  for (int64_t i = 0; i < nseg; ++i) {
+    if (recvs[size_t(i)]) {
+      recvs[size_t(i)]->wait();
+      detail::add_into(acc + i * kSegmentFloats, slot(i), rlen(i));
+      recvs[size_t(i)].reset();  // its slot is free again
+    }
+    if (i + kWindow < nseg) post_recv(i + kWindow);
+  }
+  for (auto& r : sends) r->wait();
+}
+
+// Sends `scount` floats right and receives `rcount` from the left, every
+// segment posted at once (received straight into place: no add).
+void move_windowed(Communicator& c, const float* send, int64_t scount, float* recv,
+                   int64_t rcount, int right, int left, int tag) {
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (int64_t off = 0; off < rcount; off += kSegmentFloats)
+    reqs.push_back(c.irecv(recv + off, f32_bytes(std::min(kSegmentFloats, rcount - off)), left, tag));
+  for (int64_t off = 0; off < scount; off += kSegmentFloats)
+    reqs.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), right, tag));
+  for (auto& r : reqs) r->wait();
+}
+
 }  // namespace
 
-void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
+void ring_reduce_scatter_inplace(Communicator& c, float* data, int64_t n, ReduceOp op,
+                                 int divide_by, bool network) {
   const int p = c.size(), r = c.rank();
-  if (p == 1 || n == 0) return;
   const Blocks blk(n, p);
+  const int own = (r + 1) % p;
   const int right = (r + 1) % p, left = (r + p - 1) % p;
-  // Reduce-scatter: at step s rank r passes on block r-s, which holds s+1
-  // contributions, and adds its own into block r-s-1. After p-1 steps it owns
-  // block r+1, complete.
+  // At step s rank r passes on block r-s, which holds s+1 contributions, and
+  // adds its own into block r-s-1. After p-1 steps it owns block r+1, complete.
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
-    reduce_step(c, data + blk.begin(sb), blk.count(sb), data + blk.begin(rb), blk.count(rb),
-                right, left, kRingTag);
+    (network ? reduce_step_windowed : reduce_step)(c, data + blk.begin(sb), blk.count(sb),
+                                                   data + blk.begin(rb), blk.count(rb), right,
+                                                   left, kRingTag);
   }
-  const int own = (r + 1) % p;
-  if (op == ReduceOp::kAverage) detail::scale(data + blk.begin(own), 1.0f / p, blk.count(own));
-  // Allgather: finished blocks go around once, straight into place.
+  if (op == ReduceOp::kAverage)
+    detail::scale(data + blk.begin(own), 1.0f / float(divide_by), blk.count(own));
+}
+
+void ring_allgather_inplace(Communicator& c, float* data, int64_t n, bool network) {
+  const int p = c.size(), r = c.rank();
+  const Blocks blk(n, p);
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  // Finished blocks go around once, straight into place.
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
-    detail::exchange(c, data + blk.begin(sb), f32_bytes(blk.count(sb)), right,
-                     data + blk.begin(rb), f32_bytes(blk.count(rb)), left, kRingTag);
+    if (network)
+      move_windowed(c, data + blk.begin(sb), blk.count(sb), data + blk.begin(rb), blk.count(rb),
+                    right, left, kRingTag);
+    else
+      detail::exchange(c, data + blk.begin(sb), f32_bytes(blk.count(sb)), right,
+                       data + blk.begin(rb), f32_bytes(blk.count(rb)), left, kRingTag);
   }
+}
+
+void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
+  if (c.size() == 1 || n == 0) return;
+  ring_reduce_scatter_inplace(c, data, n, op, c.size());
+  ring_allgather_inplace(c, data, n);
 }
 
 void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t count,

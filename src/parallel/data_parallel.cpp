@@ -18,6 +18,7 @@ BucketReducer::BucketReducer(comm::Communicator& comm, float* grads, int64_t n, 
   for (int64_t end = n; end > begin; end -= per)
     buckets_.push_back({std::max<int64_t>(begin, end - per), end});
   pending_.assign(buckets_.size(), 0);
+  comm_.prepare(algo);  // collective splits here, not on the comm thread
   queued_ns_.assign(buckets_.size(), 0);
   if (overlap_) thread_ = std::thread([this] { comm_loop(); });
 }
@@ -179,7 +180,10 @@ class DataParallelFamily final : public StrategyFamily {
     return "dp: data-parallel ranks, gradients all-reduced in buckets (DDP, Horovod)";
   }
   void add_flags(CLI::App& app) override {
-    app.add_option("--allreduce", allreduce_, "ring | tree | mpi | auto (dp)");
+    app.add_option("--allreduce", allreduce_, "ring | tree | mpi | hierarchical | auto (dp)");
+    app.add_option("--ranks-per-host", ranks_per_host_,
+                   "pretend host layout for --allreduce: R per host, or R1,R2,... (dp; default: "
+                   "mpirun's hosts)");
     app.add_option("--bucket-mb", bucket_mb_, "gradient bucket size in MiB (dp, zero)");
     app.add_flag("--no-overlap{false}", overlap_, "reduce after backward, not during it (dp)");
     app.add_flag("--deterministic", deterministic_, "fixed reduction order: bit-for-bit runs (dp)");
@@ -189,12 +193,15 @@ class DataParallelFamily final : public StrategyFamily {
     COHORT_INPUT_CHECK(bucket_mb_ > 0, "--bucket-mb must be positive, got ", bucket_mb_);
   }
   void describe(std::ostream& os) const override {
-    os << "--allreduce " << allreduce_ << "\n--bucket-mb " << bucket_mb_ << "\n--no-overlap "
+    os << "--allreduce " << allreduce_ << "\n--ranks-per-host " << ranks_per_host_
+       << "\n--bucket-mb " << bucket_mb_ << "\n--no-overlap "
        << !overlap_ << "\n--deterministic " << deterministic_ << "\n";
   }
   void export_flags(RunSettings& run) const override { run.bucket_mb = bucket_mb_; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     COHORT_INPUT_CHECK(a.comm, "--parallel dp needs ranks: start with mpirun or --workers N");
+    if (!ranks_per_host_.empty())
+      a.comm->set_ranks_per_host(comm::parse_ranks_per_host(ranks_per_host_, a.comm->size()));
     DataParallelConfig dp;
     dp.bucket_mb = bucket_mb_;
     dp.overlap = overlap_;
@@ -212,6 +219,7 @@ class DataParallelFamily final : public StrategyFamily {
 
  private:
   std::string allreduce_ = "auto";
+  std::string ranks_per_host_;  // empty: the launcher's layout
   double bucket_mb_ = 25;
   bool overlap_ = true;
   bool deterministic_ = false;

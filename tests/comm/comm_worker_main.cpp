@@ -5,6 +5,14 @@
 //
 //   cohort_comm_worker collectives [--big]   every collective, closed-form checks
 //   cohort_comm_worker stall T RANK SLEEP    RANK sleeps SLEEP s before check_arrival(T)
+//   cohort_comm_worker hierarchical          hierarchical all-reduce over pretended
+//                                            host layouts (5 ranks: 2x2, 3+1, 2+2+1, ...)
+//   cohort_comm_worker repeat ALGO BYTES N   N all-reduces of one algorithm, timed
+//                                            (bytes on a link: scripts/cluster.sh + tc -s)
+//   cohort_comm_worker phases BYTES N        the hierarchical all-reduce's three phases,
+//                                            each timed (milliseconds, slowest rank)
+//   cohort_comm_worker layout HOSTS          mpirun's layout has HOSTS equal hosts, and
+//                                            the hierarchical all-reduce sums over them
 //   cohort_comm_worker kill                  rank 1 SIGKILLs itself mid-run
 //   cohort_comm_worker freeze RANK T         RANK SIGSTOPs itself at start-up (timeout T)
 //   cohort_comm_worker bench [MAX_BYTES [SECONDS [pytorch|none [MIN_BYTES [TIMEOUT]]]]]
@@ -22,6 +30,7 @@
 
 #include "bench/comm_bench.h"
 #include "comm/communicator.h"
+#include "comm/kernels.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "core/clock.h"
 
@@ -31,11 +40,11 @@ using namespace cohort;
 using namespace cohort::comm;
 
 constexpr Algorithm kAlgorithms[] = {Algorithm::kRing, Algorithm::kTree, Algorithm::kMpi,
-                                     Algorithm::kAuto};
+                                     Algorithm::kHierarchical, Algorithm::kAuto};
 
 template <typename... Args>
 void check(bool ok, const Args&... what) {
-  if (!ok) throw Error(detail::concat("check failed: ", what...));
+  if (!ok) throw Error(cohort::detail::concat("check failed: ", what...));
 }
 
 // (rank+1)*(i%7): small integers, so every f32 (and bf16) sum is exact and
@@ -55,7 +64,7 @@ void check_allreduce(Communicator& c, int world_rank, int members_sum, int64_t n
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = value(world_rank, i);
   c.allreduce(v.data(), n, op, a);
-  const std::string what = detail::concat(algorithm_name(a), op == ReduceOp::kSum ? " sum" : " mean",
+  const std::string what = cohort::detail::concat(algorithm_name(a), op == ReduceOp::kSum ? " sum" : " mean",
                                           " of ", n, " floats on ", c.size(), " ranks");
   for (int64_t i = 0; i < n; ++i) {
     const double want = double(i % 7) * members_sum / (op == ReduceOp::kSum ? 1 : c.size());
@@ -68,7 +77,7 @@ void check_allreduce(Communicator& c, int world_rank, int members_sum, int64_t n
 
 void check_bf16(Communicator& c, int64_t n, Algorithm a, ReduceOp op) {
   const int p = c.size(), r = c.rank();
-  const std::string what = detail::concat("bf16 ", algorithm_name(a), " of ", n, " on ", p);
+  const std::string what = cohort::detail::concat("bf16 ", algorithm_name(a), " of ", n, " on ", p);
   // Exact integers first: bf16 holds every integer up to 256 exactly.
   std::vector<BF16> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = to_bf16(value(r, i));
@@ -245,7 +254,7 @@ void run_collectives(Communicator& c, bool big) {
       for (int64_t n : {int64_t(0), int64_t(1), int64_t(3), int64_t(7919), int64_t(300007)})
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
           check_allreduce(c, r, all_sum, n, a, op, n >= 7919);
-    say("allreduce ring/tree/mpi/auto x sum/mean x n=0,1,3,7919,300007" + mode);
+    say("allreduce ring/tree/mpi/hierarchical/auto x sum/mean x n=0,1,3,7919,300007" + mode);
     for (int64_t count : {int64_t(0), int64_t(1), int64_t(7919), int64_t(100003)})
       check_reduce_scatter_allgather(c, count);
     say("reduce_scatter, allgather" + mode);
@@ -275,6 +284,105 @@ void run_collectives(Communicator& c, bool big) {
     check_allreduce(c, r, all_sum, n, Algorithm::kAuto, ReduceOp::kAverage, true);
     say("allreduce of 16M floats");
   }
+}
+
+// The hierarchical all-reduce over one pretended layout: a fresh copy of
+// `group` (the layout is fixed on first use) told its ranks sit on hosts of
+// `counts` ranks. `world_rank`: this rank in the job; `members_sum`: the sum
+// of world_rank+1 over the group.
+void check_layout(Communicator& group, int world_rank, int members_sum,
+                  const std::vector<int>& counts, double timeout) {
+  auto c = group.split(0, group.rank());
+  c->set_ranks_per_host(counts);
+  c->set_timeout(timeout);
+  const HostLayout& l = c->host_layout();
+  check(l.hosts == int(counts.size()), "layout has ", l.hosts, " hosts");
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(3), int64_t(7919), int64_t(300007)})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+      check_allreduce(*c, world_rank, members_sum, n, Algorithm::kHierarchical, op, n >= 3);
+  // bf16 views widen to f32 for it; the closed form holds within bf16 rounding.
+  for (int64_t n : {int64_t(1), int64_t(7919)})
+    check_bf16(*c, n, Algorithm::kHierarchical, ReduceOp::kSum);
+  // auto picks it for large vectors when 2+ hosts hold 2+ ranks somewhere.
+  const bool hier = l.hosts >= 2 && l.max_per_host >= 2 && c->size() >= 3;
+  check((choose_algorithm(1 << 20, c->size(), l) == Algorithm::kHierarchical) == hier,
+        "auto's pick for 1 MiB on ", counts.size(), " hosts");
+  check_allreduce(*c, world_rank, members_sum, 1 << 18, Algorithm::kAuto, ReduceOp::kSum, true);
+}
+
+void run_hierarchical(Communicator& world) {
+  const int p = world.size(), r = world.rank();
+  // One machine: MPI puts every rank on one host.
+  const HostLayout& real = world.host_layout();
+  check(real.hosts == 1 && real.max_per_host == p, "mpirun on one machine: ", real.hosts,
+        " hosts, at most ", real.max_per_host, " ranks on one");
+  check_allreduce(world, r, p * (p + 1) / 2, 7919, Algorithm::kHierarchical, ReduceOp::kSum, true);
+  if (p != 5) throw Error("the hierarchical scenario wants 5 ranks");
+  const std::vector<std::vector<int>> of5 = {{2, 2, 1}, {3, 2}, {1, 1, 1, 1, 1}, {5}, {1, 4}};
+  for (const auto& counts : of5) check_layout(world, r, 15, counts, 0);
+  auto four = world.split(r < 4 ? 0 : -1, r);
+  if (four) {
+    const std::vector<std::vector<int>> of4 = {{2, 2}, {3, 1}, {4}, {1, 1, 1, 1}};
+    for (const auto& counts : of4) check_layout(*four, r, 10, counts, 0);
+    check_layout(*four, r, 10, {2, 2}, 60);  // the polled, deadline-checked path
+    // Cross-host blocks of 12 segments: the network phase's window of 4
+    // segments in flight is refilled as each arrives (comm/ring.cpp).
+    auto big = four->split(0, r);
+    big->set_ranks_per_host({2, 2});
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+      check_allreduce(*big, r, 10, 3000017, Algorithm::kHierarchical, op, true);
+  }
+  world.barrier();
+  if (r == 0) std::printf("ok hierarchical over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1\n");
+}
+
+// The hierarchical all-reduce (equal hosts) phase by phase, a barrier between
+// phases so each is timed alone: where its time goes across real hosts.
+void run_phases(Communicator& world, int64_t bytes, int reps) {
+  Hierarchy& h = world.hierarchy();
+  const int64_t n = bytes / 4;
+  std::vector<float> v(static_cast<size_t>(n), 0.0f);
+  const comm::detail::Blocks blk(n, h.local->size());
+  const int own = (h.local->rank() + 1) % h.local->size();
+  double t[3] = {0, 0, 0};
+  for (int i = 0; i < reps; ++i) {
+    Timer clock;
+    auto lap = [&](int k) {
+      world.barrier();
+      t[k] += clock.seconds();
+      clock.reset();
+    };
+    world.barrier();
+    clock.reset();
+    ring_reduce_scatter_inplace(*h.local, v.data(), n, ReduceOp::kSum, 1);
+    lap(0);
+    ring_reduce_scatter_inplace(*h.cross, v.data() + blk.begin(own), blk.count(own), ReduceOp::kSum, 1,
+                                true);
+    ring_allgather_inplace(*h.cross, v.data() + blk.begin(own), blk.count(own), true);
+    lap(1);
+    ring_allgather_inplace(*h.local, v.data(), n);
+    lap(2);
+  }
+  if (world.rank() == 0)
+    std::printf("phases of %lld bytes on %d hosts: reduce-scatter in host %.1f ms, across hosts "
+                "%.1f ms, allgather in host %.1f ms\n",
+                (long long)bytes, h.layout.hosts, t[0] * 1e3 / reps, t[1] * 1e3 / reps,
+                t[2] * 1e3 / reps);
+}
+
+// Across real hosts (scripts/cluster.sh): the layout MPI reports, then the
+// hierarchical all-reduce's closed forms over it, and auto's pick.
+void run_layout(Communicator& world, int hosts) {
+  const int p = world.size(), r = world.rank();
+  const HostLayout& l = world.host_layout();
+  check(l.hosts == hosts && l.uniform && l.max_per_host == p / hosts, "layout: ", l.hosts,
+        " hosts of up to ", l.max_per_host, " ranks; want ", hosts, " of ", p / hosts);
+  for (int64_t n : {int64_t(1), int64_t(7919), int64_t(300007), int64_t(3000017)})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+      check_allreduce(world, r, p * (p + 1) / 2, n, Algorithm::kHierarchical, op, true);
+  check((choose_algorithm(1 << 20, p, l) == Algorithm::kHierarchical) == (p > hosts),
+        "auto's pick for 1 MiB");
+  if (r == 0) std::printf("ok layout of %d hosts, hierarchical sums\n", hosts);
 }
 
 // One rank arrives late at check_arrival; rank 0 must name it and the job end.
@@ -319,6 +427,23 @@ int main(int argc, char** argv) {
       run_stall(*world, std::stod(argv[2]), std::stoi(argv[3]), std::stod(argv[4]));
     } else if (scenario == "freeze" && argc == 4) {
       run_freeze(*world, std::stoi(argv[2]), std::stod(argv[3]));
+    } else if (scenario == "hierarchical") {
+      run_hierarchical(*world);
+    } else if (scenario == "repeat" && argc == 5) {
+      std::vector<float> v(size_t(std::stoll(argv[3]) / 4), 0.0f);
+      const Algorithm a = parse_algorithm(argv[2]);
+      world->barrier();
+      Timer t;
+      for (int i = 0; i < std::stoi(argv[4]); ++i)
+        world->allreduce(v.data(), int64_t(v.size()), ReduceOp::kSum, a);
+      world->barrier();
+      if (rank == 0)
+        std::printf("%s %s bytes: %.1f ms per all-reduce\n", argv[2], argv[3],
+                    t.seconds() * 1e3 / std::stoi(argv[4]));
+    } else if (scenario == "phases" && argc == 4) {
+      run_phases(*world, std::stoll(argv[2]), std::stoi(argv[3]));
+    } else if (scenario == "layout" && argc == 3) {
+      run_layout(*world, std::stoi(argv[2]));
     } else if (scenario == "kill") {
       run_kill(*world);
     } else if (scenario == "bench") {

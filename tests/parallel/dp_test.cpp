@@ -76,6 +76,26 @@ TEST_P(DataParallelEquality, MatchesOneRankAtTheGlobalBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DataParallelEquality, ::testing::Values(2, 3, 4));
 
+// --allreduce hierarchical over pretended hosts: 2 hosts x 2 ranks (reduce-
+// scatter, all-reduce across, allgather) and 3+1 (through host leaders) each
+// end where one rank at the global batch does.
+TEST(DataParallel, HierarchicalMatchesOneRankAtTheGlobalBatch) {
+  const int n = 4;
+  const int64_t b = 16, steps = 8, limit = n * b * steps;
+  fs::path d = temp_dir("hier");
+  const std::string single = (d / "single.safetensors").string();
+  ASSERT_EQ(sh(train_flags(n * b, limit, single)).code, 0);
+  for (const std::string layout : {"2", "3,1"}) {
+    const std::string dp = (d / "dp.safetensors").string();
+    Result r = sh(kMpirun + "-np 4 " + train_flags(b, limit, dp) +
+                  " --parallel dp --bucket-mb 0.5 --allreduce hierarchical --ranks-per-host " +
+                  layout);
+    ASSERT_EQ(r.code, 0) << layout << "\n" << r.out;
+    EXPECT_LE(max_rel_diff(dp, single), 1e-5) << "--ranks-per-host " << layout;
+  }
+  fs::remove_all(d);
+}
+
 TEST(DataParallel, AccumulationMatchesTheLargerBatch) {
   // 2 ranks x batch 8 x 2 micro-batches == 1 rank x batch 32.
   fs::path d = temp_dir("acc");

@@ -271,6 +271,18 @@ class MpiCommunicator final : public Communicator {
   }
 
  protected:
+  // The ranks OpenMPI places on one node (one orted: a real machine, or a
+  // namespace "host" of scripts/cluster.sh) share memory; the lowest of their
+  // ranks names the host.
+  int host_key() override {
+    MPI_Comm node;
+    COHORT_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    int key = rank_;
+    COHORT_MPI(MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_INT, MPI_MIN, node));
+    MPI_Comm_free(&node);
+    return key;
+  }
+
   void mpi_allreduce(float* data, int64_t n, ReduceOp op) override {
     constexpr int64_t kMaxCount = INT_MAX / 2;
     std::vector<MPI_Request> reqs;
