@@ -21,8 +21,9 @@ ParameterServer::ParameterServer(comm::Communicator& world, nn::Model& model, Op
                      world.size(), " ranks in all (workers are the ranks that are not servers)");
   COHORT_INPUT_CHECK(cfg.staleness >= -1, "--staleness must be -1 (no bound) or more, got ",
                      cfg.staleness);
-  COHORT_INPUT_CHECK(model.num_params() >= cfg.servers, "--servers ", cfg.servers, ": ",
-                     model.name(), " has only ", model.num_params(), " parameters to shard");
+  const int64_t trainable = model.num_params() - model.frozen_params();
+  COHORT_INPUT_CHECK(trainable >= cfg.servers, "--servers ", cfg.servers, ": ", model.name(),
+                     " has only ", trainable, " trainable parameters to shard");
   server_ = world.rank() >= workers_ ? world.rank() - workers_ : -1;
   if (server_ < 0) return;
   const int64_t n = shard_end(server_) - shard_begin(server_);
@@ -42,8 +43,11 @@ ParameterServer::~ParameterServer() {
     if (s) s->wait();
 }
 
+// The servers shard the trainable range only (--freeze): frozen parameters
+// are never pushed, pulled or stepped, and every rank holds them as loaded.
 int64_t ParameterServer::shard_begin(int j) const {
-  return model_.num_params() * j / cfg_.servers;
+  const int64_t first = model_.frozen_params();
+  return first + (model_.num_params() - first) * j / cfg_.servers;
 }
 
 StepResult ParameterServer::step(const Batch& batch, float lr, StepTimes& times) {
@@ -236,6 +240,7 @@ namespace {
 class ParameterServerFamily final : public StrategyFamily {
  public:
   std::vector<std::string> names() const override { return {"ps"}; }
+  bool freezes(const std::string&) const override { return true; }
   std::string help() const override {
     return "ps: workers push gradients to --servers server ranks (sync, or async with --staleness)";
   }

@@ -101,8 +101,17 @@ Pipeline::Pipeline(comm::Communicator& world, nn::Model& model, Optimizer& opt,
   begin_ = cuts_[size_t(stage_)];
   end_ = cuts_[size_t(stage_) + 1];
   nn::Sequential& layers = model.layers();
-  param_begin_ = layers.child(begin_).param_begin();
+  // --freeze: frozen layers are a prefix, so a stage trains from the first
+  // unfrozen parameter on; a stage wholly frozen runs forward only, and the
+  // stage after it sends it no gradient.
   param_end_ = layers.child(end_ - 1).param_end();
+  param_begin_ = std::min(param_end_, std::max(layers.child(begin_).param_begin(),
+                                               model.frozen_params()));
+  trains_ = !layers.child(end_ - 1).frozen();
+  sends_dx_ = stage_ > 0 && !layers.child(begin_ - 1).frozen();
+  COHORT_INPUT_CHECK(model.frozen_params() == 0 || model.params().ties().empty(), "--freeze ",
+                     model.frozen_through(), ": --parallel ", cfg_.name,
+                     " does not freeze a model with tied parameters (", model.name(), ")");
   for (const auto& tie : model.params().ties()) {
     const ParamInfo& owner = model.params().infos()[tie.owner];
     int s = 0;
@@ -124,8 +133,9 @@ Pipeline::Slot& Pipeline::acquire() {
     }
   auto s = std::make_unique<Slot>();
   s->model = model_.view();
-  // A stage's first layer hands its input gradient back, except stage 0's.
-  s->model->layers().child(begin_).set_needs_input_grad(stage_ > 0);
+  // A stage's first layer hands its input gradient back when the stage
+  // before trains (not stage 0's, nor one below the first unfrozen layer).
+  s->model->layers().child(begin_).set_needs_input_grad(sends_dx_);
   s->busy = true;
   slots_.push_back(std::move(s));
   return *slots_.back();
@@ -174,6 +184,7 @@ void Pipeline::forward(int m, const Batch& batch, double* metrics, StepTimes& ti
 
 void Pipeline::backward(int m, StepTimes& times) {
   Slot& slot = *in_flight_[size_t(m)];
+  if (!trains_) return release(slot);  // wholly frozen: no gradient comes, none goes
   nn::Sequential& layers = slot.model->layers();
   if (stage_ < stages_ - 1) {
     nn::ensure(slot.dy, shape_before(layers, end_, slot.rows),
@@ -190,7 +201,7 @@ void Pipeline::backward(int m, StepTimes& times) {
   ctx.accumulate = !first_backward_;  // every micro-batch adds into the one gradient arena
   first_backward_ = false;
   const Tensor& dx = layers.backward_range(begin_, end_, slot.dy, ctx);
-  if (stage_ > 0) {
+  if (sends_dx_) {
     const Tensor& out = to_wire(dx, cfg_.precision.compute, slot.wire_dx);
     begin_send(slot.trace_dx, "send gradient", m, out);
     slot.send_dx = pipe().isend(out.data(), out.nbytes(), stage_ - 1, kGradientTag);
@@ -311,6 +322,7 @@ namespace {
 class PipelineFamily final : public StrategyFamily {
  public:
   std::vector<std::string> names() const override { return {"mp", "pp", "hybrid"}; }
+  bool freezes(const std::string&) const override { return true; }
   bool reduces_gradients(const std::string& name) const override {
     return name == "hybrid" && dp_ > 1;
   }

@@ -94,7 +94,11 @@ class Pipeline final : public Strategy {
   };
   std::vector<TiedRange> ties_;
   size_t begin_, end_;               // this stage's layers
-  int64_t param_begin_, param_end_;  // and its arena range
+  // Its arena range that trains: the stage's parameters from the first
+  // unfrozen one (--freeze; empty for a stage wholly frozen).
+  int64_t param_begin_, param_end_;
+  bool trains_ = true;     // false: every layer frozen, no backward at all
+  bool sends_dx_ = false;  // the stage before trains, so it needs this stage's dx
   int64_t micro_ = 0, batch_ = 0;    // rows per micro-batch, per replica batch
   bool first_backward_ = true;
   std::shared_ptr<MemoryCounter> activations_;

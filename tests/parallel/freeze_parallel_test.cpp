@@ -1,0 +1,98 @@
+// --freeze under the strategies that cut or shard the model: each ends with
+// the single process's weights under the same --freeze (conv1 of
+// mnist-small frozen), its frozen conv1 bit-identical to the start. The
+// plans cover a stage wholly frozen (pp --split 1: no backward, no gradient
+// sent to it), a stage partly frozen (hybrid --split 3), three stages (mp)
+// and parameter servers sharding only the trainable range.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "bench/grid.h"
+#include "nn/models/zoo.h"
+#include "support/support.h"
+#include "train/checkpoint.h"
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+
+using testing_support::checkpoint_rel_diff;
+using testing_support::run;
+
+const std::string kTrain = testing_support::equality_train_command() +
+                           " --model mnist-small --freeze conv1";
+
+struct Plan {
+  std::string flags, name;
+  int batch;  // per replica or worker; the single process runs 32
+};
+
+void PrintTo(const Plan& p, std::ostream* os) { *os << p.flags; }
+
+class FreezeEquality : public ::testing::TestWithParam<Plan> {
+ protected:
+  // One single-process run serves every plan.
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::path(testing::TempDir()) / "cohort_freeze_parallel");
+    fs::remove_all(*dir_);
+    fs::create_directories(*dir_);
+    single_ = new std::string((*dir_ / "single.safetensors").string());
+    std::string out;
+    single_ok_ = run(kTrain + " --batch 32 --save " + *single_, &out) == 0;
+    if (!single_ok_) std::fprintf(stderr, "%s\n", out.c_str());
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete single_;
+  }
+  static fs::path* dir_;
+  static std::string* single_;
+  static bool single_ok_;
+};
+
+fs::path* FreezeEquality::dir_ = nullptr;
+std::string* FreezeEquality::single_ = nullptr;
+bool FreezeEquality::single_ok_ = false;
+
+TEST_P(FreezeEquality, MatchesTheSingleProcessAndKeepsFrozenWeights) {
+  const Plan& p = GetParam();
+  ASSERT_TRUE(single_ok_);
+  const std::string mine = (*dir_ / (p.name + ".safetensors")).string();
+  std::string out;
+  ASSERT_EQ(run(kTrain + " --batch " + std::to_string(p.batch) + " " + p.flags + " --save " + mine,
+                &out),
+            0)
+      << out;
+  EXPECT_EQ(last_summary(out)["global_batch"].get<int>(), 32) << out;
+  EXPECT_LE(checkpoint_rel_diff(mine, *single_), 1e-5) << p.flags;
+  // conv1 (weight and bias, the arena's first two tensors) as initialized.
+  auto fresh = nn::make_model("mnist-small", 0);
+  const SafetensorsFile f = load_safetensors(mine);
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string& name = fresh->params().infos()[i].name;
+    const Tensor* w = f.find(name);
+    ASSERT_NE(w, nullptr) << name;
+    const Tensor init = fresh->params().param(i);
+    ASSERT_EQ(w->nbytes(), init.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(w->data(), init.data(), size_t(init.nbytes())), 0) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plans, FreezeEquality,
+    ::testing::Values(
+        Plan{"--parallel pp --stages 2 --split 1 --micro-batches 4 --schedule 1f1b",
+             "pp_stage0_frozen", 32},
+        Plan{"--parallel mp --stages 3 --split 1,3", "mp_three_stages", 32},
+        Plan{"--parallel hybrid --dp 2 --stages 2 --split 3 --micro-batches 2",
+             "hybrid_stage0_partly_frozen", 16},
+        Plan{"--workers 4 --parallel ps --ps-mode sync --servers 2", "ps_sync", 16}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace cohort
