@@ -37,8 +37,9 @@ void exchange(comm::Communicator& c, const void* sbuf, size_t sbytes, int dst, v
 
 }  // namespace
 
-ShardLayout::ShardLayout(int64_t elements, int ranks) : n_(elements), ranks_(ranks) {
-  const int64_t per = (elements + ranks - 1) / ranks;
+ShardLayout::ShardLayout(int64_t elements, int ranks, int64_t first)
+    : n_(elements), first_(first), ranks_(ranks) {
+  const int64_t per = (elements - first + ranks - 1) / ranks;
   step_ = std::max<int64_t>(kAlign, (per + kAlign - 1) / kAlign * kAlign);
 }
 
@@ -100,6 +101,7 @@ void release_unowned(const ShardLayout& l, int rank, float* base, int64_t b, int
   const auto drop = [&](int64_t lo, int64_t hi) {
     if (hi > lo) release_pages(base + lo, size_t(hi - lo) * 4, zero);
   };
+  b = std::max(b, l.first());
   drop(b, std::min(e, sb));
   drop(std::max(b, se), e);
 }

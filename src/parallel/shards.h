@@ -15,13 +15,16 @@
 
 namespace cohort {
 
+// --freeze: the blocks cut [first, elements) only; the frozen prefix is no
+// rank's shard, never exchanged and never released (every rank keeps it).
 class ShardLayout {
  public:
-  ShardLayout(int64_t elements, int ranks);
+  ShardLayout(int64_t elements, int ranks, int64_t first = 0);
   int ranks() const { return ranks_; }
   int64_t elements() const { return n_; }
-  int64_t begin(int block) const { return std::min(n_, step_ * block); }
-  int64_t end(int block) const { return std::min(n_, step_ * (block + 1)); }
+  int64_t first() const { return first_; }
+  int64_t begin(int block) const { return std::min(n_, first_ + step_ * block); }
+  int64_t end(int block) const { return std::min(n_, first_ + step_ * (block + 1)); }
   int block_of(int rank) const { return (rank + 1) % ranks_; }
   int owner_of(int block) const { return (block + ranks_ - 1) % ranks_; }
   // Rank r's shard: [begin, end) of its block.
@@ -30,7 +33,7 @@ class ShardLayout {
   }
 
  private:
-  int64_t n_, step_;
+  int64_t n_, step_, first_;
   int ranks_;
 };
 
@@ -46,7 +49,8 @@ void allgather_shards(comm::Communicator& c, const ShardLayout& l, float* w);
 // owner); to rank `root` only when root >= 0.
 void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
                   int root = -1);
-// Returns the pages of [b, e) of `base` outside rank's shard to the kernel;
+// Returns the pages of [b, e) of `base` outside rank's shard (and outside the
+// frozen prefix) to the kernel;
 // with `zero`, the elements there read as zeros afterwards (gradients,
 // which later micro-batches add into).
 void release_unowned(const ShardLayout& l, int rank, float* base, int64_t b, int64_t e, bool zero);

@@ -21,7 +21,7 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
       cfg_(cfg),
       clip_norm_(clip_norm),
       local_(model, opt, seed, 0, precision),
-      layout_(model.params().size(), comm.size()) {
+      layout_(model.params().size(), comm.size(), model.frozen_params()) {
   COHORT_INPUT_CHECK(cfg.stage >= 1 && cfg.stage <= 3, "--zero-stage must be 1, 2 or 3, got ",
                      cfg.stage);
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ", cfg.accumulate);
@@ -30,7 +30,8 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
   if (cfg.stage == 1) {
     buckets_ = std::make_unique<BucketReducer>(comm, model.params().grads().f32(),
                                                model.params().size(), cfg.bucket_mb, true,
-                                               precision.grad_comm, comm::Algorithm::kRing);
+                                               precision.grad_comm, comm::Algorithm::kRing,
+                                               model.frozen_params());
   } else {
     layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb);
     model.set_layer_hooks(layers_.get());
@@ -197,6 +198,7 @@ namespace {
 class ZeroFamily final : public StrategyFamily {
  public:
   std::vector<std::string> names() const override { return {"zero"}; }
+  bool freezes(const std::string&) const override { return true; }
   std::string help() const override {
     return "zero: data parallelism with the optimizer state (--zero-stage 1), the gradients (2) "
            "and the parameters (3) sharded over ranks (DeepSpeed ZeRO)";

@@ -105,7 +105,9 @@ void ZeroLayers::before_backward(size_t i) {
 void ZeroLayers::after_backward(size_t i) {
   drop(i, i > 0 ? ranges_[i - 1] : nn::Ranges{});
   const nn::Module& m = model_.layers().child(i);
-  if (m.num_params()) add_grads(m.param_begin(), m.param_end());
+  // --freeze: a frozen prefix has no gradient to reduce (layout_.first()).
+  const int64_t b = std::max(m.param_begin(), layout_.first());
+  if (m.param_end() > b) add_grads(b, m.param_end());
 }
 
 // Backward finishes layers last to first, so a bucket grows downwards.

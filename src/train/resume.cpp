@@ -364,7 +364,7 @@ void save_sharded(const TrainConfig& cfg, nn::Model& model, Optimizer& opt, Aren
   for (int r = 0; r < world; ++r)
     if (sizes[size_t(r)] < 0) abandon("rank " + std::to_string(r) + " could not write its shard");
 
-  ShardListing listing{generation, n, {}};
+  ShardListing listing{generation, n, model.frozen_params(), {}};
   for (const Holder& h : holders)  // in arena order
     listing.files.push_back({shard_name(path, generation, int(h.rank), world), h.begin, h.end,
                              uint64_t(sizes[size_t(h.rank)])});

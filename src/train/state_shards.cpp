@@ -51,10 +51,11 @@ std::string listing_json(const ShardListing& listing) {
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   for (const ShardEntry& e : listing.files)
     files.push_back({{"file", e.file}, {"begin", e.begin}, {"end", e.end}, {"bytes", e.bytes}});
-  return nlohmann::ordered_json{{"generation", listing.generation},
-                                {"parameters", listing.parameters},
-                                {"files", files}}
-      .dump();
+  nlohmann::ordered_json j{{"generation", listing.generation},
+                           {"parameters", listing.parameters}};
+  if (listing.begin > 0) j["begin"] = listing.begin;
+  j["files"] = files;
+  return j.dump();
 }
 
 ShardListing parse_listing(const std::string& checkpoint, const std::string& text, int64_t n) {
@@ -73,7 +74,13 @@ ShardListing parse_listing(const std::string& checkpoint, const std::string& tex
   if (out.parameters != n || n < 0)
     throw bad("covers " + std::to_string(out.parameters) + " parameters, the model has " +
               std::to_string(n));
-  int64_t next = 0;
+  if (j.contains("begin")) {
+    if (!j["begin"].is_number_integer() || j["begin"].get<int64_t>() < 0 ||
+        j["begin"].get<int64_t>() >= n)
+      throw bad("has a 'begin' that is not a parameter index below " + std::to_string(n));
+    out.begin = j["begin"].get<int64_t>();
+  }
+  int64_t next = out.begin;
   for (const nlohmann::json& f : j["files"]) {
     if (!f.is_object() || !f.contains("file") || !f["file"].is_string() ||
         !f.contains("begin") || !f["begin"].is_number_integer() || !f.contains("end") ||
@@ -91,7 +98,9 @@ ShardListing parse_listing(const std::string& checkpoint, const std::string& tex
     next = e.end;
     out.files.push_back(std::move(e));
   }
-  if (next != n) throw bad("covers [0, " + std::to_string(next) + ") of " + std::to_string(n));
+  if (next != n)
+    throw bad("covers [" + std::to_string(out.begin) + ", " + std::to_string(next) + ") of " +
+              std::to_string(n));
   return out;
 }
 
@@ -190,12 +199,13 @@ void append_listed_state(const std::string& checkpoint, SafetensorsFile& file) {
   const std::string steps_text = meta("optimizer.steps");
   int64_t steps = -1;
   std::from_chars(steps_text.data(), steps_text.data() + steps_text.size(), steps);
-  const int64_t n = listing.parameters;
+  // The state over [begin, P): as a gathered checkpoint of a --freeze run holds it.
+  const int64_t b = listing.begin, n = listing.parameters;
   const ShardReads plan =
-      plan_shard_reads(checkpoint, listing, names, meta("optimizer"), steps, 0, n);
+      plan_shard_reads(checkpoint, listing, names, meta("optimizer"), steps, b, n);
   std::vector<Tensor> whole;
   std::vector<Tensor*> dst;
-  for (size_t i = 0; i < names.size(); ++i) whole.push_back(Tensor::empty({n}));
+  for (size_t i = 0; i < names.size(); ++i) whole.push_back(Tensor::empty({n - b}));
   for (Tensor& t : whole) dst.push_back(&t);
   apply_shard_reads(plan, names, dst);
   for (size_t i = 0; i < names.size(); ++i)

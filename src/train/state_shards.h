@@ -9,7 +9,9 @@
 // F lists them in its metadata "optimizer.shards", a JSON string:
 //   {"generation": G, "parameters": P,
 //    "files": [{"file": name, "begin": b, "end": e, "bytes": size}, ...]}
-// (file names relative to F's folder, ranges tiling [0, P) in order).
+// (file names relative to F's folder, ranges tiling [0, P) in order; a run
+// with --freeze adds "begin": B, its first trainable parameter, and the
+// ranges tile [B, P)).
 // A save's generation is one more than the one F lists, so its files never
 // overwrite the shards F names: the rename of F is the save's one commit
 // point, and a loader that finds a shard differing from F's listing (size,
@@ -36,6 +38,7 @@ struct ShardEntry {
 struct ShardListing {
   int64_t generation = 0;
   int64_t parameters = 0;
+  int64_t begin = 0;  // the state's first parameter (--freeze)
   std::vector<ShardEntry> files;
 };
 
@@ -46,7 +49,7 @@ std::string beside(const std::string& checkpoint, const std::string& name);
 
 std::string listing_json(const ShardListing& listing);
 // F's listing, validated against an arena of n parameters (ranges in order,
-// tiling [0, n), names without folders; n -1: the listing's own count).
+// tiling [begin, n), names without folders; n -1: the listing's own count).
 // InputError naming the checkpoint.
 ShardListing parse_listing(const std::string& checkpoint, const std::string& text, int64_t n);
 

@@ -3,7 +3,7 @@
 // mnist-small frozen), its frozen conv1 bit-identical to the start. The
 // plans cover a stage wholly frozen (pp --split 1: no backward, no gradient
 // sent to it), a stage partly frozen (hybrid --split 3), three stages (mp)
-// and parameter servers sharding only the trainable range.
+// parameter servers and ZeRO (1, 3) sharding only the trainable range.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -91,7 +91,9 @@ INSTANTIATE_TEST_SUITE_P(
         Plan{"--parallel mp --stages 3 --split 1,3", "mp_three_stages", 32},
         Plan{"--parallel hybrid --dp 2 --stages 2 --split 3 --micro-batches 2",
              "hybrid_stage0_partly_frozen", 16},
-        Plan{"--workers 4 --parallel ps --ps-mode sync --servers 2", "ps_sync", 16}),
+        Plan{"--workers 4 --parallel ps --ps-mode sync --servers 2", "ps_sync", 16},
+        Plan{"--workers 2 --parallel zero --zero-stage 1", "zero1", 16},
+        Plan{"--workers 2 --parallel zero --zero-stage 3", "zero3", 16}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
