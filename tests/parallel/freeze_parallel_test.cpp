@@ -8,6 +8,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "bench/grid.h"
@@ -23,13 +25,24 @@ namespace fs = std::filesystem;
 using testing_support::checkpoint_rel_diff;
 using testing_support::run;
 
+// Weight decay moves every weight the optimizer steps, gradient or not.
 const std::string kTrain = testing_support::equality_train_command() +
-                           " --model mnist-small --freeze conv1";
+                           " --model mnist-small --freeze conv1 --weight-decay 0.01";
+
+// What a pipeline's timeline shows of gradients between stages.
+enum class Dx { kNotAPipeline, kNoneSent, kSent };
 
 struct Plan {
   std::string flags, name;
   int batch;  // per replica or worker; the single process runs 32
+  Dx dx = Dx::kNotAPipeline;
 };
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
 
 void PrintTo(const Plan& p, std::ostream* os) { *os << p.flags; }
 
@@ -63,11 +76,21 @@ TEST_P(FreezeEquality, MatchesTheSingleProcessAndKeepsFrozenWeights) {
   const Plan& p = GetParam();
   ASSERT_TRUE(single_ok_);
   const std::string mine = (*dir_ / (p.name + ".safetensors")).string();
+  const std::string trace = (*dir_ / (p.name + ".json")).string();
+  const std::string timeline = p.dx == Dx::kNotAPipeline ? "" : " --timeline " + trace;
   std::string out;
-  ASSERT_EQ(run(kTrain + " --batch " + std::to_string(p.batch) + " " + p.flags + " --save " + mine,
+  ASSERT_EQ(run(kTrain + " --batch " + std::to_string(p.batch) + " " + p.flags + timeline +
+                    " --save " + mine,
                 &out),
             0)
       << out;
+  if (p.dx != Dx::kNotAPipeline) {
+    // A stage below the first trainable layer is sent no gradient at all.
+    std::ifstream in(trace);
+    const std::string t((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_GT(count(t, "\"send activation\""), 0u) << trace;
+    EXPECT_EQ(count(t, "\"send gradient\"") > 0, p.dx == Dx::kSent) << p.flags;
+  }
   EXPECT_EQ(last_summary(out)["global_batch"].get<int>(), 32) << out;
   EXPECT_LE(checkpoint_rel_diff(mine, *single_), 1e-5) << p.flags;
   // conv1 (weight and bias, the arena's first two tensors) as initialized.
@@ -87,10 +110,10 @@ INSTANTIATE_TEST_SUITE_P(
     Plans, FreezeEquality,
     ::testing::Values(
         Plan{"--parallel pp --stages 2 --split 1 --micro-batches 4 --schedule 1f1b",
-             "pp_stage0_frozen", 32},
-        Plan{"--parallel mp --stages 3 --split 1,3", "mp_three_stages", 32},
+             "pp_stage0_frozen", 32, Dx::kNoneSent},
+        Plan{"--parallel mp --stages 3 --split 1,3", "mp_three_stages", 32, Dx::kSent},
         Plan{"--parallel hybrid --dp 2 --stages 2 --split 3 --micro-batches 2",
-             "hybrid_stage0_partly_frozen", 16},
+             "hybrid_stage0_partly_frozen", 16, Dx::kSent},
         Plan{"--workers 4 --parallel ps --ps-mode sync --servers 2", "ps_sync", 16},
         Plan{"--workers 2 --parallel zero --zero-stage 1", "zero1", 16},
         Plan{"--workers 2 --parallel zero --zero-stage 3", "zero3", 16}),
