@@ -20,6 +20,9 @@
 # python3-torchvision: the PyTorch peer builds torchvision's ImageNet models
 # (resnet18/50/101/152, vgg16, vgg16_bn) that cohort's tests load and compare
 # logits with (tests/train/torchvision_test.cpp).
+# iproute2: ip and tc, which scripts/cluster.sh uses to build the network-namespace
+# cluster (ctest label 'cluster'; a minimal Debian root has neither, and the
+# cluster tests then skipped).
 # Safe to run again.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -33,7 +36,7 @@ packages=(
   libopenblas0-openmp
   gnuplot-nox python3-matplotlib
   clang libclang-rt-14-dev libomp-14-dev
-  procps
+  procps iproute2
   fortunes fortunes-min
 )
 missing=()
