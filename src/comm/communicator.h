@@ -121,10 +121,6 @@ class Communicator {
   // waits up to the timeout and, if some never arrive, throws CommError
   // naming them ("ranks 2, 3 did not reach 'step 12' within 30 s").
   virtual void check_arrival(const std::string& what) = 0;
-  // Whether two threads may each drive a different communicator split from
-  // this one at the same time (MPI: MPI_THREAD_MULTIPLE). The hierarchical
-  // all-reduce then overlaps its in-host and cross-host phases.
-  virtual bool concurrent_splits() const { return false; }
 
   // The host layout: the launcher's (ranks sharing memory, host_key) or the
   // one set_ranks_per_host gave. Collective the first time it is asked for.

@@ -18,17 +18,8 @@
 // the leaders all-reduce the whole vector over the network (a ring), and each
 // broadcasts the result inside its host. The link carries the same bytes.
 //
-// Large vectors on equal hosts are cut into chunks and the phases pipelined:
-// chunk k crosses hosts on a second thread while this one reduce-scatters
-// chunk k+1 and all-gathers chunk k-1 inside the host (the flat ring overlaps
-// its in-host hops with its network hops by its nature; run one after
-// another, the in-host phases added 10-30% to the network's time at 256 MiB).
-//
 // Either way each element is summed once, by one rank, and copied after, so
 // every rank ends with bitwise the same vector (replicas stay identical).
-#include <algorithm>
-#include <future>
-
 #include "comm/communicator.h"
 #include "comm/kernels.h"
 
@@ -51,34 +42,6 @@ void by_slices(Hierarchy& h, float* data, int64_t n, ReduceOp op, int world) {
   const int own = (local.rank() + 1) % local.size();
   ring_over(*h.cross, data + blk.begin(own), blk.count(own), op, world);
   ring_allgather_inplace(local, data, n);
-}
-
-// 8 MiB of the vector per chunk: at 2 hosts x 2 ranks and 1 Gbit/s a chunk's
-// network phase (~70 ms) outlasts its in-host phases, and 256 MiB makes 32
-// chunks, so the unhidden first reduce-scatter and last all-gather are small.
-constexpr int64_t kChunkFloats = int64_t(2) << 20;
-
-void by_slices_pipelined(Hierarchy& h, float* data, int64_t n, ReduceOp op, int world) {
-  Communicator& local = *h.local;
-  const int64_t chunks = (n + kChunkFloats - 1) / kChunkFloats;
-  auto at = [&](int64_t k) { return data + k * kChunkFloats; };
-  auto len = [&](int64_t k) { return std::min(kChunkFloats, n - k * kChunkFloats); };
-  auto cross = [&](int64_t k) {
-    const detail::Blocks blk(len(k), local.size());
-    const int own = (local.rank() + 1) % local.size();
-    ring_over(*h.cross, at(k) + blk.begin(own), blk.count(own), op, world);
-  };
-  // Chunk k's network phase starts as soon as chunk k-1's has ended and
-  // chunk k is reduce-scattered; chunk k-1 is then gathered meanwhile.
-  std::future<void> crossing;
-  for (int64_t k = 0; k < chunks; ++k) {
-    ring_reduce_scatter_inplace(local, at(k), len(k), ReduceOp::kSum, 1);
-    if (crossing.valid()) crossing.get();
-    crossing = std::async(std::launch::async, cross, k);
-    if (k > 0) ring_allgather_inplace(local, at(k - 1), len(k - 1));
-  }
-  crossing.get();
-  ring_allgather_inplace(local, at(chunks - 1), len(chunks - 1));
 }
 
 void by_leaders(Hierarchy& h, float* data, int64_t n, ReduceOp op, int world) {
@@ -105,9 +68,7 @@ void by_leaders(Hierarchy& h, float* data, int64_t n, ReduceOp op, int world) {
 void hierarchical_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
   if (c.size() == 1 || n == 0) return;
   Hierarchy& h = c.hierarchy();
-  if (h.layout.uniform && n > kChunkFloats && c.concurrent_splits())
-    by_slices_pipelined(h, data, n, op, c.size());
-  else if (h.layout.uniform)
+  if (h.layout.uniform)
     by_slices(h, data, n, op, c.size());
   else
     by_leaders(h, data, n, op, c.size());

@@ -325,8 +325,7 @@ void run_hierarchical(Communicator& world) {
     const std::vector<std::vector<int>> of4 = {{2, 2}, {3, 1}, {4}, {1, 1, 1, 1}};
     for (const auto& counts : of4) check_layout(*four, r, 10, counts, 0);
     check_layout(*four, r, 10, {2, 2}, 60);  // the polled, deadline-checked path
-    // Two chunks of the pipelined path (comm/hierarchical.cpp); the first
-    // crosses hosts in blocks of 8 segments: the network phase's window of 4
+    // Cross-host blocks of 12 segments: the network phase's window of 4
     // segments in flight is refilled as each arrives (comm/ring.cpp).
     auto big = four->split(0, r);
     big->set_ranks_per_host({2, 2});

@@ -155,7 +155,6 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  bool concurrent_splits() const override { return g_multiple; }
   // --timeout also sets how long a silent rank may go unnamed.
   void set_timeout(double seconds) override {
     Communicator::set_timeout(seconds);
