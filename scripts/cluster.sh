@@ -56,8 +56,15 @@ why_not() {
   for t in ip tc unshare flock mpirun; do
     command -v "$t" >/dev/null || { echo "needs $t"; return; }
   done
+  # Hosts get the cluster's names by a bind mount over /etc/hosts, which must exist.
+  [ -e /etc/hosts ] || { echo "needs /etc/hosts (the hosts' names are bound over it)"; return; }
   local probe="cohort-probe-$$"
   if ! ip netns add "$probe" 2>/dev/null; then echo "ip netns add failed"; return; fi
+  # ip netns exec remounts / as a slave, which fails where / is no mount point (a chroot).
+  if ! ip netns exec "$probe" true 2>/dev/null; then
+    ip netns del "$probe" 2>/dev/null || true
+    echo "ip netns exec failed (/ is not a mount point here: a chroot?)"; return
+  fi
   ip netns del "$probe" 2>/dev/null || true
 }
 
