@@ -6,6 +6,8 @@
 // parameter servers and ZeRO (1, 3) sharding only the trainable range.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -50,9 +52,11 @@ class FreezeEquality : public ::testing::TestWithParam<Plan> {
  protected:
   // One single-process run serves every plan.
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::path(testing::TempDir()) / "cohort_freeze_parallel");
-    fs::remove_all(*dir_);
-    fs::create_directories(*dir_);
+    // A folder of this process's own: ctest -j2 runs the plans in parallel processes,
+    // and a shared one was removed under a running plan.
+    std::string tmpl = (fs::path(testing::TempDir()) / "cohort_freeze_parallel.XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) std::perror("mkdtemp");
+    dir_ = new fs::path(tmpl);
     single_ = new std::string((*dir_ / "single.safetensors").string());
     std::string out;
     single_ok_ = run(kTrain + " --batch 32 --save " + *single_, &out) == 0;
