@@ -55,8 +55,8 @@ void add_train(CLI::App& app, TrainConfig& c) {
                  "(it and everything before it): no gradients, no optimizer state, no traffic");
   app.add_option("--resize", c.resize, "scale images to SxS (bilinear) in the data pipeline");
   app.add_flag("--augment", c.augment,
-               "random crop with 4-pixel zero padding (and horizontal flip for CIFAR-10), "
-               "seeded by (seed, epoch, image)");
+               "random crop with black padding (4 pixels for CIFAR-10, 2 for the MNIST "
+               "family) and, for CIFAR-10, a horizontal flip; seeded by (seed, epoch, image)");
   app.add_option("--batch", c.batch, "batch size per process");
   app.add_option("--lr", c.lr, "learning rate");
   app.add_option("--optimizer", c.optimizer, "sgd | adam | adamw");
