@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "core/error.h"
 #include "nn/layers.h"
 #include "ops/elementwise.h"
@@ -17,9 +19,20 @@ std::vector<Module::Buffer> BatchNorm2d::buffers() {
           {"num_batches_tracked", {}, Init::kZeros, &batches_}};
 }
 
+void BatchNorm2d::affine(std::vector<float>& scale, std::vector<float>& shift) const {
+  const float eps = ops::BatchNormShape{}.eps;
+  scale.resize(size_t(c_));
+  shift.resize(size_t(c_));
+  for (int64_t k = 0; k < c_; ++k) {
+    scale[size_t(k)] = gamma_.f32()[k] / std::sqrt(running_var_.f32()[k] + eps);
+    shift[size_t(k)] = beta_.f32()[k] - running_mean_.f32()[k] * scale[size_t(k)];
+  }
+}
+
 const Tensor& BatchNorm2d::forward(const Tensor& x, Context& ctx) {
   COHORT_CHECK(x.ndim() == 4 && x.dim(3) == c_, "batch_norm2d expects C=", c_, ", got ",
                shape_str(x.shape()));
+  if (folded_) return x;  // the conv before it normalized
   auto& op = ops_[op_key(x)];
   if (!op) {
     ops::BatchNormShape s{x.dim(0), x.dim(1), x.dim(2), c_};

@@ -36,11 +36,56 @@ const Tensor& Conv2d::forward(const Tensor& x, Context& ctx) {
   op_ = op.get();
   x_ = x;
   ensure(y_, output_shape(x.shape()), x.dtype());
-  op_->forward(x, weight_, b_, y_);  // b_ is unbound (a null view) without bias
+  // A frozen conv's weights are constants: each op lays them out (reorders
+  // them into its blocked format) once, not every step. The layout is kept
+  // while the weights stay at the same address; set_frozen starts afresh.
+  const bool fresh = !frozen_ || laid_out_[op_] != weight_.data();
+  laid_out_[op_] = weight_.data();
+  if (folded_) {
+    const ConstView w = folded_weights();
+    op_->forward(x, fresh ? w : nullptr, folded_b_.data(), y_);
+  } else {
+    op_->forward(x, fresh ? ConstView(weight_) : nullptr, b_, y_);  // b_: null without bias
+  }
   return y_;
 }
 
+void Conv2d::set_frozen(bool v) {
+  Module::set_frozen(v);
+  laid_out_.clear();
+  COHORT_CHECK(v || !folded_, "conv2d: a folded batch-norm cannot be unfrozen");
+}
+
+void Conv2d::fold(BatchNorm2d& norm) {
+  COHORT_CHECK(frozen_ && norm.frozen() && !relu_, "conv2d: folds a frozen batch-norm only");
+  folded_ = &norm;
+  relu_ = norm.relu();
+  ops_.clear();  // their ReLU changed
+  laid_out_.clear();
+  norm.set_folded();
+}
+
+// w'[o] = w[o] * scale[o], b'[o] = b[o] * scale[o] + shift[o], made again
+// only when the weights move.
+ConstView Conv2d::folded_weights() {
+  if (folded_from_ == weight_.data()) return folded_w_.data();
+  std::vector<float> scale, shift;
+  folded_->affine(scale, shift);
+  const float* w = weight_.f32();
+  const int64_t per = c_in_ * k_ * k_;
+  folded_w_.resize(size_t(c_out_ * per));
+  folded_b_.resize(size_t(c_out_));
+  for (int64_t o = 0; o < c_out_; ++o) {
+    for (int64_t j = 0; j < per; ++j) folded_w_[size_t(o * per + j)] = w[o * per + j] * scale[size_t(o)];
+    const float b = bias_ ? b_.f32()[o] : 0.0f;
+    folded_b_[size_t(o)] = b * scale[size_t(o)] + shift[size_t(o)];
+  }
+  folded_from_ = weight_.data();
+  return folded_w_.data();
+}
+
 const Tensor& Conv2d::backward(const Tensor& dy, Context& ctx) {
+  COHORT_CHECK(!folded_, "conv2d: a frozen conv has no backward");
   const Tensor& g = fused_relu_grad(dy, y_, relu_, dy_relu_);
   op_->backward_weights(x_, g, dweight_, db_, ctx.accumulate);
   if (needs_input_grad_) {

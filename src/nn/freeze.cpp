@@ -80,6 +80,7 @@ void Model::freeze(const std::string& what) {
   const Node& first = w.nodes[w.units[k]];
   first.module->set_needs_input_grad(false);
   for (Module* c : first.containers) c->set_needs_input_grad(false);
+  layers_->fold_frozen_norms();
   freeze_ = what;
   frozen_params_ = first.module->param_begin();
 }

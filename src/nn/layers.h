@@ -12,6 +12,8 @@
 namespace cohort::nn {
 
 // src {N, H, W, Ci} -> dst {N, OH, OW, Co}; optional fused ReLU.
+class BatchNorm2d;
+
 class Conv2d final : public Module {
  public:
   Conv2d(int64_t c_in, int64_t c_out, int64_t k, int64_t stride = 1, int64_t pad = 0,
@@ -21,18 +23,29 @@ class Conv2d final : public Module {
   double flops(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
+  void set_frozen(bool v) override;
+  // Frozen, with the frozen batch-norm `norm` next: runs as one conv with the
+  // norm's scale folded into the weights and its shift into the bias (and its
+  // ReLU fused); the norm then passes its input through. No extra pass over
+  // the activations, and the weights stay as they are in the arena.
+  void fold(BatchNorm2d& norm);
 
  protected:
   std::vector<Param> params() override;
 
  private:
   ops::ConvShape shape_for(const Shape& x, DType dtype = DType::kF32) const;
+  ConstView folded_weights();
   int64_t c_in_, c_out_, k_, stride_, pad_;
   bool bias_, relu_;
   Tensor weight_, dweight_, b_, db_;
   Tensor x_, y_, dy_relu_, dx_;
   std::map<OpKey, std::unique_ptr<ops::Conv2d>> ops_;
   ops::Conv2d* op_ = nullptr;
+  std::map<const ops::Conv2d*, const void*> laid_out_;  // frozen: op -> weights it laid out
+  BatchNorm2d* folded_ = nullptr;
+  const void* folded_from_ = nullptr;  // the weights folded_w_ was made from
+  std::vector<float> folded_w_, folded_b_;
 };
 
 // conv + ReLU + max-pool, fused and run over the batch in chunks small enough
@@ -157,6 +170,10 @@ class BatchNorm2d final : public Module {
   Shape output_shape(const Shape& in) const override { return in; }
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
+  // Frozen, it is y = relu?(x * scale + shift) per channel (Conv2d::fold).
+  void affine(std::vector<float>& scale, std::vector<float>& shift) const;
+  bool relu() const { return relu_; }
+  void set_folded() { folded_ = true; }
 
  protected:
   std::vector<Param> params() override;
@@ -165,6 +182,7 @@ class BatchNorm2d final : public Module {
  private:
   int64_t c_;
   bool relu_;
+  bool folded_ = false;  // a conv before it does its work
   Tensor gamma_, dgamma_, beta_, dbeta_, running_mean_, running_var_, batches_;
   Tensor x_, y_, dx_;
   std::map<OpKey, std::unique_ptr<ops::BatchNorm>> ops_;

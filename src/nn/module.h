@@ -73,6 +73,9 @@ class Module {
   // Containers freeze their children too.
   virtual void set_frozen(bool v) { frozen_ = v; }
   bool frozen() const { return frozen_; }
+  // After a freeze: each frozen batch-norm right after a frozen conv becomes
+  // part of that conv (Conv2d::fold); containers look for such pairs inside.
+  virtual void fold_frozen_norms() {}
   int64_t param_begin() const { return param_begin_; }
   int64_t param_end() const { return param_end_; }
   int64_t num_params() const { return param_end_ - param_begin_; }

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/timeline.h"
+#include "nn/layers.h"
 #include "ops/elementwise.h"
 
 namespace cohort::nn {
@@ -150,6 +151,16 @@ void Sequential::set_frozen(bool v) {
   for (auto& c : children_) c.second->set_frozen(v);
 }
 
+void Sequential::fold_frozen_norms() {
+  for (size_t i = 0; i < children_.size(); ++i) {
+    children_[i].second->fold_frozen_norms();
+    if (i == 0) continue;
+    auto* conv = dynamic_cast<Conv2d*>(children_[i - 1].second.get());
+    auto* norm = dynamic_cast<BatchNorm2d*>(children_[i].second.get());
+    if (conv && norm && conv->frozen() && norm->frozen()) conv->fold(*norm);
+  }
+}
+
 Residual::Residual(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut,
                    PostActivation post)
     : branch_(std::move(branch)),
@@ -209,6 +220,11 @@ void Residual::set_frozen(bool v) {
   frozen_ = v;
   branch_->set_frozen(v);
   if (shortcut_) shortcut_->set_frozen(v);
+}
+
+void Residual::fold_frozen_norms() {
+  branch_->fold_frozen_norms();
+  if (shortcut_) shortcut_->fold_frozen_norms();
 }
 
 void Residual::set_needs_input_grad(bool v) {

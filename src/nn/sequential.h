@@ -26,6 +26,7 @@ class Sequential : public Module {
   // The first child receives the input.
   void set_needs_input_grad(bool v) override;
   void set_frozen(bool v) override;
+  void fold_frozen_norms() override;
 
   size_t size() const { return children_.size(); }
   Module& child(size_t i) { return *children_[i].second; }
@@ -68,6 +69,7 @@ class Residual final : public Module {
   // Both paths receive the input; without it the sum of their dx is skipped.
   void set_needs_input_grad(bool v) override;
   void set_frozen(bool v) override;
+  void fold_frozen_norms() override;
 
  private:
   std::unique_ptr<Sequential> branch_, shortcut_;  // shortcut_ may be null (identity)

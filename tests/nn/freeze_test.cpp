@@ -135,6 +135,29 @@ TEST(Freeze, DataParallelSendsOnlyTheTrainableBytes) {
 // Two SGD-momentum steps with the backbone frozen, against PyTorch doing the
 // same with requires_grad=False and .eval() on the backbone: the backbone
 // bit-identical, the head within 1e-5.
+// A frozen conv followed by its frozen batch-norm runs as one conv with the
+// norm folded in (nn::Conv2d::fold); the logits equal those of the unfolded
+// model in eval mode, and the arena's weights stay untouched.
+TEST(Freeze, FoldedBatchNormGivesTheEvalModeLogits) {
+  auto m = nn::build_model(small_net(), 5);
+  float* stats = m->buffers().params().f32();
+  for (int64_t i = 0; i < m->buffers().size(); ++i) stats[i] = 0.5f + 0.01f * float(i % 37);
+  const Dataset d = make_synthetic(6, 8, 8, 3, 5, 4);
+  nn::Context eval;
+  eval.training = false;
+  const std::vector<float> expected = copy_of(m->forward(d.images, eval));
+  const std::vector<float> weights = copy_of(m->params().params());
+  m->freeze("backbone");
+  nn::Context train;  // frozen layers run in eval mode while the model trains
+  for (int pass = 0; pass < 2; ++pass) {  // the second reuses the laid-out weights
+    const std::vector<float> got = copy_of(m->forward(d.images, train));
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], expected[i], 1e-5f * (1.0f + std::fabs(expected[i]))) << i;
+  }
+  EXPECT_EQ(copy_of(m->params().params()), weights);
+}
+
 TEST(Freeze, BackboneStepMatchesPyTorch) {
   const fs::path dir = fs::path(testing::TempDir()) / "cohort_freeze_torch";
   fs::create_directories(dir);
