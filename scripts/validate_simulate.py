@@ -12,6 +12,14 @@ configurations, keep the best rate, and predict it. Each run `cohort bench step`
 configurations, and keep the best rate; predict the same configuration from
 the saved profile and tabulate predicted vs measured step time.
 
+Then, where `scripts/cluster.sh check` passes (root, ip netns; CLUSTER=0
+skips it): a namespace cluster of 2 and 4 hosts (one rank each) at 1 and
+10 Gbit/s, each configuration of CLUSTER_CONFIGS measured under the
+cluster's mpirun and predicted with --hosts H --ranks-per-host 1 and the
+inter-host link fitted from a `bench comm` run on that cluster
+(--calibrate-inter). CLUSTER_ONLY=1 measures only the cluster, with the
+profiles already in OUT/inputs; REPREDICT=1 measures nothing.
+
 Writes OUT/validation.md, OUT/validation.json and OUT/predicted_vs_measured.png.
 """
 
@@ -146,6 +154,104 @@ def measure(model, inputs, comm_file):
     return {"contention": curve, "alone": alone, "anchor": anchor, "best": best}
 
 
+# The namespace cluster (scripts/cluster.sh): one rank per host, real TCP
+# between hosts over links shaped to the rate. Per host count, the
+# configurations (name, strategy flags, batch multiplier).
+CLUSTER_RATES = os.environ.get("CLUSTER_RATES", "1gbit,10gbit").split(",")
+CLUSTER_HOSTS = [int(h) for h in os.environ.get("CLUSTER_HOSTS", "2,4").split(",")]
+CLUSTER_REPS = int(os.environ.get("CLUSTER_REPS", "1"))
+CLUSTER_CONFIGS = {
+    2: [("dp ring", ["--parallel", "dp", "--allreduce", "ring"], 1),
+        ("zero-1", ["--parallel", "zero", "--zero-stage", "1"], 1),
+        ("zero-3", ["--parallel", "zero", "--zero-stage", "3"], 1),
+        ("pp 2 stages, 4 micro (1f1b)",
+         ["--parallel", "pp", "--stages", "2", "--micro-batches", "4", "--schedule", "1f1b"], 4)],
+    4: [("dp ring", ["--parallel", "dp", "--allreduce", "ring"], 1),
+        ("dp tree", ["--parallel", "dp", "--allreduce", "tree"], 1),
+        ("zero-3", ["--parallel", "zero", "--zero-stage", "3"], 1),
+        ("hybrid 2x2 (gpipe)", ["--parallel", "hybrid", "--stages", "2", "--dp", "2",
+                                "--micro-batches", "2", "--schedule", "gpipe"], 2)],
+}
+
+
+def cluster(*args):
+    return run(["scripts/cluster.sh", *args]).strip()
+
+
+def cluster_measure(inputs, measured):
+    """Every CLUSTER_CONFIGS entry on a cluster of H hosts at each rate:
+    `bench step` under the cluster's mpirun, best of CLUSTER_REPS, and a
+    `bench comm` run on the same cluster (the inter-host link's fit).
+    Written to inputs/cluster.json."""
+    runs = []
+    for link in CLUSTER_RATES:
+        for hosts in CLUSTER_HOSTS:
+            name = cluster("up", str(hosts), "--slots", "1", "--rate", link)
+            try:
+                comm_file = os.path.join(inputs, "comm-%s-%dhosts.jsonl" % (link, hosts))
+                with open(comm_file, "w") as f:
+                    f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np",
+                                 str(hosts), BIN, "bench", "comm", "--peer", "none",
+                                 "--max-bytes", str(256 << 20), "--seconds", "0.03"]))
+                for model in measured:
+                    runs += cluster_model(model, name, link, hosts, comm_file)
+            finally:
+                cluster("down", "--name", name)
+            with open(os.path.join(inputs, "cluster.json"), "w") as f:
+                json.dump(runs, f, indent=1)
+    return runs
+
+
+def cluster_model(model, name, link, hosts, comm_file):
+    mflags, batch, steps = MODELS[model]
+    runs = []
+    for config, flags, mult in CLUSTER_CONFIGS[hosts]:
+        best = 0.0
+        for _ in range(CLUSTER_REPS):
+            args = ["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
+                    "bench", "step", "--model", model, *mflags, "--batch", str(batch * mult),
+                    "--threads", "1", "--steps", str(steps), "--warmup", "2", *flags]
+            try:
+                best = max(best, last_json(run(args))["images_per_second"])
+            except RuntimeError as e:
+                print("  %s %s: %s" % (link, config, e), file=sys.stderr)
+        if best > 0:
+            runs.append({"model": model, "config": config, "hosts": hosts, "link": link,
+                         "flags": flags, "mult": mult, "best": best, "comm": comm_file})
+            print("  %s, %d hosts at %s: %.2f samples/s" % (config, hosts, link, best),
+                  file=sys.stderr)
+    return runs
+
+
+def cluster_predict(runs, measured):
+    """The cluster's rows: each run predicted with --hosts H --ranks-per-host 1
+    and --calibrate-inter from its cluster's `bench comm`."""
+    rows = []
+    for c in runs:
+        model = c["model"]
+        m = measured[model]
+        mflags, batch, _ = MODELS[model]
+        prof = os.path.join(os.path.dirname(c["comm"]), "%s.json" % model)
+        row = {"model": model, "config": "%s, %d hosts at %s" % (c["config"], c["hosts"], c["link"]),
+               "ranks": c["hosts"], "cores": m["contention"], "anchor": m["anchor"]}
+        for wait, busy in (("yielding", False), ("polling", True)):
+            pred = last_json(run([BIN, "simulate", "--model", model, *mflags, "--compute", prof,
+                                  "--batch", str(batch * c["mult"]), "--hosts", str(c["hosts"]),
+                                  "--ranks-per-host", "1", "--contention", m["contention"],
+                                  "--calibrate-inter", c["comm"],
+                                  *(["--busy-wait"] if busy else []), *c["flags"]]))
+            samples = rate(pred) * pred["step_ms"] / 1e3
+            row["measured_step_ms"] = 1e3 * samples / c["best"]
+            row[wait] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms", "bubble_ms",
+                                              "contention")}
+            row[wait]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
+        rows.append(row)
+        print("  %-45s measured %9.1f ms  predicted %9.1f (yielding) %9.1f (polling)"
+              % (row["config"], row["measured_step_ms"], row["yielding"]["step_ms"],
+                 row["polling"]["step_ms"]), file=sys.stderr)
+    return rows
+
+
 def rate(pred):
     """Samples (sequences for token models) per second of a prediction."""
     if "tokens_per_s" in pred:
@@ -176,6 +282,10 @@ def predict_all(out_dir, inputs, measured):
             print("  %-30s measured %9.1f ms  predicted %9.1f (yielding) %9.1f (polling)"
                   % (name, row["measured_step_ms"], row["yielding"]["step_ms"],
                      row["polling"]["step_ms"]), file=sys.stderr)
+    cluster_file = os.path.join(inputs, "cluster.json")
+    if os.path.exists(cluster_file):
+        with open(cluster_file) as f:
+            rows += cluster_predict(json.load(f), measured)
     with open(os.path.join(out_dir, "validation.json"), "w") as f:
         json.dump({"reps": REPS, "measured": measured, "rows": rows}, f, indent=1)
     write_table(out_dir, rows)
@@ -186,20 +296,34 @@ def main(out_dir):
     """REPREDICT=1: predict again from OUT/inputs (no measuring)."""
     inputs = os.path.join(out_dir, "inputs")
     os.makedirs(inputs, exist_ok=True)
-    if os.environ.get("REPREDICT"):
+    if os.environ.get("REPREDICT") or os.environ.get("CLUSTER_ONLY"):
         with open(os.path.join(inputs, "measured.json")) as f:
             measured = json.load(f)
+        if os.environ.get("CLUSTER_ONLY"):
+            cluster_measure(inputs, measured)
         return predict_all(out_dir, inputs, measured)
     comm_file = os.path.join(inputs, "comm.jsonl")
     with open(comm_file, "w") as f:
+        # Up to 256 MiB: the model sends 25 MiB buckets and ZeRO-3 gathers
+        # layers of up to 150 MB, past the caches that smaller sizes fit in.
         f.write(run([BIN, "bench", "comm", "--workers", "2", "--peer", "none", "--max-bytes",
-                     str(16 << 20), "--seconds", "0.03"]))
+                     str(256 << 20), "--seconds", "0.03"]))
     measured = {}
     for model in os.environ.get("MODELS", ",".join(MODELS)).split(","):
         measured[model] = measure(model, inputs, comm_file)
         with open(os.path.join(inputs, "measured.json"), "w") as f:
             json.dump(measured, f, indent=1)
+    if os.environ.get("CLUSTER", "1") != "0" and cluster_available():
+        cluster_measure(inputs, measured)
     predict_all(out_dir, inputs, measured)
+
+
+def cluster_available():
+    p = subprocess.run(["scripts/cluster.sh", "check"], capture_output=True, text=True)
+    if p.returncode != 0:
+        print("no namespace cluster here (%s): host rows only" % (p.stdout + p.stderr).strip(),
+              file=sys.stderr)
+    return p.returncode == 0
 
 
 def write_table(out_dir, rows):

@@ -1,9 +1,12 @@
 #!/bin/sh
-# Validates `cohort simulate` on every configuration this machine can run
-# (1-4 ranks on one host: dp, ps, pp, hybrid, ZeRO for mnist-large, cifar-resnet50
-# and gpt2 at --seq 64): predicted vs measured step time, a table and a plot
-# in docs/results/simulate/. REPS=N runs each configuration N times (best
-# kept), MODELS=a,b limits the models. Takes 15-40 minutes on 2 vCPUs.
+# Validates `cohort simulate` on every configuration this machine can run:
+# 1-4 ranks on one host (dp, ps, pp, hybrid, ZeRO) and, as root where
+# `scripts/cluster.sh check` passes, 2 and 4 namespace hosts at 1 and 10
+# Gbit/s (dp, ZeRO, pp, hybrid), for mnist-large, cifar-resnet50 and gpt2 at
+# --seq 64: predicted vs measured step time, a table and a plot in
+# docs/results/simulate/. REPS=N runs each host configuration N times and
+# CLUSTER_REPS=N each cluster one (best kept), MODELS=a,b limits the models,
+# CLUSTER=0 skips the cluster. Takes 30-60 minutes on 2 quiet vCPUs.
 set -e
 cd "$(dirname "$0")/.."
 exec /usr/bin/python3 scripts/validate_simulate.py "${1:-docs/results/simulate}"

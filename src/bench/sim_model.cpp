@@ -68,7 +68,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   const double fwd = p.forward() * f, bwd = p.backward() * f;
   const auto off = param_offsets(p);
   const auto bk = buckets(p.params(), plan.bucket_mb);
-  double clock = 0, exposed = 0;
+  double clock = 0, exposed = 0, moved = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
     const double start = clock + fwd;
@@ -79,7 +79,9 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
     double free = start;
     for (const auto& [b, e] : bk) {
       const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
-      free = std::max(free, ready) + reduce(t, g, 4.0 * double(e - b), algo);
+      const double took = reduce(t, g, 4.0 * double(e - b), algo);
+      free = std::max(free, ready) + took;
+      moved += took;
     }
     exposed += std::max(0.0, free - end);
     clock = std::max(end, free);
@@ -90,39 +92,51 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   r.compute = (fwd + bwd) * plan.accumulate + opt;
   r.comm = exposed + gather;
   r.step = r.compute + r.comm;
+  r.copies = t.hosts == 1 ? moved + gather : 0;
   return r;
 }
 
 // ZeRO stage 3: every layer's parameters gathered before it runs, forward
 // and backward (the last layer stays between them), the next one's gather
 // queued as a layer starts; gradient buckets reduce-scattered on the same
-// queue; each rank steps its shard, nothing gathered after.
+// queue; each rank steps its shard, nothing gathered after. Each gather
+// lands in pages released after the layer's last use: refilling them
+// (Profile::refill) is the rank's own CPU work, on its compute's clock.
 Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Group& g, double f) {
   const size_t n = p.layers.size();
-  std::vector<double> gather(n);
-  for (size_t i = 0; i < n; ++i) gather[i] = ring_half_time(t, g, 4.0 * double(p.layers[i].params));
+  std::vector<double> gather(n), fill(n);
+  for (size_t i = 0; i < n; ++i) {
+    gather[i] = ring_half_time(t, g, 4.0 * double(p.layers[i].params));
+    fill[i] = p.refill * 4.0 * double(p.layers[i].params) * f;
+  }
   const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
-  double clock = 0, free = 0, compute = 0;
+  double clock = 0, free = 0, compute = 0, moved = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     std::vector<double> ready(n, 0);
     free = std::max(free, clock);
     ready[0] = free = free + gather[0];
+    moved += gather[0];
     for (size_t i = 0; i < n; ++i) {
       const double start = std::max(clock, ready[i]);
       if (i + 1 < n) ready[i + 1] = free = std::max(free, start) + gather[i + 1];
-      clock = start + p.layers[i].forward * f;
-      compute += p.layers[i].forward * f;
+      if (i + 1 < n) moved += gather[i + 1];
+      clock = start + fill[i] + p.layers[i].forward * f;
+      compute += fill[i] + p.layers[i].forward * f;
     }
     std::fill(ready.begin(), ready.end(), 0.0);
     double bucket = 0;
     for (size_t i = n; i-- > 0;) {
       const double start = std::max(clock, ready[i]);
       if (i > 0) ready[i - 1] = free = std::max(free, start) + gather[i - 1];
-      clock = start + p.layers[i].backward * f;
-      compute += p.layers[i].backward * f;
+      if (i > 0) moved += gather[i - 1];
+      const double refilled = i + 1 < n ? fill[i] : 0.0;  // the last layer stayed
+      clock = start + refilled + p.layers[i].backward * f;
+      compute += refilled + p.layers[i].backward * f;
       bucket += double(p.layers[i].params);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
-        free = std::max(free, clock) + ring_half_time(t, g, 4.0 * bucket);
+        const double took = ring_half_time(t, g, 4.0 * bucket);
+        free = std::max(free, clock) + took;
+        moved += took;
         bucket = 0;
       }
     }
@@ -132,6 +146,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Gr
   r.compute = compute + opt;
   r.step = std::max(clock, free) + opt;
   r.comm = r.step - r.compute;
+  r.copies = t.hosts == 1 ? moved : 0;
   return r;
 }
 
@@ -376,7 +391,10 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, dou
   // Ranks that poll in MPI's blocking calls (dp's and ZeRO 1's bucket
   // reductions) hold a core for the whole step; ZeRO 2-3 wait politely.
   const bool polls = plan.busy_wait && !(s == "zero" && plan.zero_stage > 1);
-  r.busy.assign(size_t(s == "none" ? 1 : world), polls ? 1.0 : r.p.compute / r.p.step);
+  // A rank's communication thread copies on a core of its own while the
+  // rank computes: busy can exceed one core.
+  const double busy = ((polls ? r.p.step : r.p.compute) + r.p.copies) / r.p.step;
+  r.busy.assign(size_t(s == "none" ? 1 : world), busy);
   return r;
 }
 

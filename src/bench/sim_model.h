@@ -48,6 +48,10 @@ struct Prediction {
   double data = 0;     // input not prefetched (synthetic: 0)
   double samples = 0;  // samples the job trains on per step
   double contention = 1;  // compute slow-down from ranks sharing a host's cores
+  // Seconds of communication inside one host, all of it (hidden or not): the
+  // copies and sums there are done by the ranks' own cores, so they count as
+  // busy time for the contention estimate (dp, ZeRO on one host).
+  double copies = 0;
   double rate() const { return samples / step; }
 };
 

@@ -3,11 +3,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/clock.h"
+#include "core/memory.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/models/zoo.h"
@@ -77,6 +79,23 @@ double time_optimizer(nn::Model& model) {
   return best;
 }
 
+// Seconds per byte of a copy into released pages, as ZeRO-3 refills a
+// gathered layer (core/memory.h: huge pages from 64 MiB): best of 5, 128 MiB.
+double time_refill() {
+  const size_t bytes = size_t(128) << 20;
+  auto dst = allocate_pages(bytes), src = allocate_pages(bytes);
+  std::memset(src.get(), 1, bytes);
+  std::memset(dst.get(), 1, bytes);
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    release_pages(dst.get(), bytes, false);
+    Timer t;
+    std::memcpy(dst.get(), src.get(), bytes);
+    best = std::min(best, t.seconds());
+  }
+  return best / double(bytes);
+}
+
 // Names, parameters, activation bytes and FLOPs of the model's top-level
 // layers (times left at 0).
 Profile describe_layers(nn::Model& model, const std::string& name, int64_t batch) {
@@ -123,6 +142,7 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   p.layers.back().forward += loss / 2;  // the loss and its gradient are one pass
   p.layers.back().backward += loss / 2;
   p.optimizer = time_optimizer(*model);
+  p.refill = time_refill();
   return p;
 }
 
@@ -142,7 +162,8 @@ Profile flops_profile(const std::string& name, int64_t seq, int64_t vocab, int64
 
 void save_profile(const Profile& p, const std::string& path) {
   nlohmann::ordered_json j = {{"model", p.model}, {"batch", p.batch}, {"positions", p.positions},
-                              {"threads", p.threads}, {"optimizer_s", p.optimizer}};
+                              {"threads", p.threads}, {"optimizer_s", p.optimizer},
+                              {"refill_s_per_byte", p.refill}};
   j["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : p.layers)
     j["layers"].push_back({{"name", l.name}, {"forward_s", l.forward}, {"backward_s", l.backward},
@@ -185,6 +206,8 @@ Profile load_profile(const std::string& path) {
   p.positions = j.value("positions", int64_t(1));
   p.threads = j.value("threads", 1);
   p.optimizer = j.value("optimizer_s", 0.0);
+  p.refill = j.value("refill_s_per_byte", 0.0);
+  COHORT_INPUT_CHECK(p.refill >= 0, "--compute ", path, ": refill_s_per_byte is negative");
   COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");
   const auto& layers = key<nlohmann::json>(j, "layers", path, "the file");
   COHORT_INPUT_CHECK(layers.is_array() && !layers.empty(), "--compute ", path,

@@ -24,6 +24,10 @@ struct Profile {
   int64_t positions = 1;   // tokens per sample (1 for images)
   int threads = 1;         // threads per process when measured
   double optimizer = 0;    // seconds of one optimizer step over every parameter
+  // Seconds per byte to write into pages released with madvise (ZeRO-3's
+  // gathered layers: page faults, the kernel's zeroing and the copy), CPU
+  // work of the rank; 0 where gathers land in memory kept mapped (GPUs).
+  double refill = 0;
   std::string source = "measured";  // or the file it came from
   std::vector<LayerCost> layers;
 
@@ -38,7 +42,7 @@ struct Profile {
 // Times `model` (zoo name; seq/vocab 0: the model's) on this machine at
 // `batch` rows with `threads` OpenMP threads: best of a few runs per layer
 // after a warm-up, the loss folded into the last layer's forward and
-// backward, and Adam's step over the whole arena.
+// backward, Adam's step over the whole arena, and the page refill rate.
 Profile measure_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
                         int threads);
 
@@ -49,7 +53,7 @@ Profile flops_profile(const std::string& model, int64_t seq, int64_t vocab, int6
                       double gflops);
 
 // JSON round trip ({"model", "batch", "positions", "threads", "optimizer_s",
-// "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
+// "refill_s_per_byte" (optional: 0), "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
 // "flops"}]}). load: InputError naming the file and the key at fault.
 void save_profile(const Profile& p, const std::string& path);
 Profile load_profile(const std::string& path);

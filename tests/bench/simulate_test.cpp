@@ -154,6 +154,55 @@ TEST(SimModel, RanksSharingCoresSlowEachOther) {
   EXPECT_NEAR(predict(uniform(3), plan, one_host(4, 0, 1e30)).step, 3.0 * 9.0, 1e-2);
 }
 
+TEST(SimModel, CopiesInsideAHostAreBusyTime) {
+  // dp on one host, 2 ranks on 2 cores, three 1 MiB buckets of c/3 s each,
+  // overlapped with backward (2 s a layer): only the first layer's bucket
+  // shows, step = (9 + c/3) f. Each rank's communication thread copies for
+  // all c (done by the same cores, slowed alike), so a rank keeps
+  // (9 + c) / (9 + c/3) cores busy, and two such ranks on 2 cores run at
+  // that fraction of their speed.
+  Profile p = uniform(3, (1 << 20) / 4);
+  p.optimizer = 0;
+  Plan plan;
+  plan.parallel = "dp";
+  plan.batch = 8;
+  plan.bucket_mb = 1;
+  plan.cores = 2;
+  const Topology t = one_host(2, 0, 1e6);
+  const double c = 3 * allreduce_time(t, Group{0, 2, 1}, 1 << 20, Algo::kRing);
+  const Prediction r = predict(p, plan, t);
+  const double f = (9 + c) / (9 + c / 3);
+  EXPECT_NEAR(r.contention, f, 1e-3);
+  EXPECT_NEAR(r.copies, c * r.contention, 1e-3);
+  EXPECT_NEAR(r.step, (9 + c / 3) * r.contention, 1e-3);
+  // Without overlap the thread copies while the rank waits: one core each.
+  plan.overlap = false;
+  EXPECT_NEAR(predict(p, plan, t).contention, 1.0, 1e-9);
+  // Between hosts the copies are the network's: no busy time.
+  Topology two = one_host(1, 0, 1e6);
+  two.hosts = 2;
+  EXPECT_EQ(predict(p, plan, two).copies, 0.0);
+}
+
+TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
+  // Three layers of P parameters, an instant link: each layer is gathered
+  // for forward and again for backward, except the last one, which stays:
+  // 5 refills of 4P bytes at `refill` s/B, on the rank's compute.
+  const int64_t params = 1 << 20;
+  Profile p = uniform(3, params);
+  p.optimizer = 0;
+  Plan plan;
+  plan.parallel = "zero";
+  plan.zero_stage = 3;
+  plan.batch = 8;
+  const Topology t = one_host(2, 0, 1e30);
+  const Prediction before = predict(p, plan, t);
+  p.refill = 1e-9;
+  const Prediction after = predict(p, plan, t);
+  EXPECT_NEAR(after.compute - before.compute, 5 * 4.0 * double(params) * 1e-9, 1e-9);
+  EXPECT_NEAR(after.step - before.step, 5 * 4.0 * double(params) * 1e-9, 1e-9);
+}
+
 TEST(SimModel, PollingPipelineRanksHoldTheirCores) {
   // Two stages, one micro-batch (mp): each stage idles half the step. Polite
   // waits leave the core to the other stage (no slow-down); polling ones
@@ -188,6 +237,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   fs::create_directories(dir);
   Profile p = uniform(3, 77);
   p.optimizer = 0.25;
+  p.refill = 2.5e-10;
   p.layers[1].out_bytes = 4096;
   p.layers[2].flops = 1e9;
   save_profile(p, (dir / "a.json").string());
@@ -196,6 +246,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   EXPECT_EQ(q.model, "test");
   EXPECT_EQ(q.batch, 8);
   EXPECT_DOUBLE_EQ(q.optimizer, 0.25);
+  EXPECT_DOUBLE_EQ(q.refill, 2.5e-10);
   EXPECT_DOUBLE_EQ(q.layers[1].out_bytes, 4096);
   EXPECT_DOUBLE_EQ(q.layers[2].flops, 1e9);
   EXPECT_EQ(q.layers[2].params, 77);
