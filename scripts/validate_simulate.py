@@ -225,7 +225,9 @@ def cluster_model(model, name, link, hosts, comm_file):
 
 def cluster_predict(runs, measured):
     """The cluster's rows: each run predicted with --hosts H --ranks-per-host 1
-    and --calibrate-inter from its cluster's `bench comm`."""
+    --hosts-per-machine H (every namespace host is this machine), the link
+    fitted from its cluster's `bench comm` (--calibrate-inter) and the cores'
+    copy rate from this host's (--calibrate)."""
     rows = []
     for c in runs:
         model = c["model"]
@@ -238,6 +240,9 @@ def cluster_predict(runs, measured):
             pred = last_json(run([BIN, "simulate", "--model", model, *mflags, "--compute", prof,
                                   "--batch", str(batch * c["mult"]), "--hosts", str(c["hosts"]),
                                   "--ranks-per-host", "1", "--contention", m["contention"],
+                                  "--hosts-per-machine", str(c["hosts"]),
+                                  "--calibrate", os.path.join(os.path.dirname(c["comm"]),
+                                                              "comm.jsonl"),
                                   "--calibrate-inter", c["comm"],
                                   *(["--busy-wait"] if busy else []), *c["flags"]]))
             samples = rate(pred) * pred["step_ms"] / 1e3
@@ -365,9 +370,11 @@ def plot(out_dir, rows):
                     alpha=0.12, label="within 15%")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("measured step time (ms, best of %d)" % REPS)
+    ax.set_xlabel("measured step time (ms; best of %d on the host, of %d on the cluster)"
+                  % (REPS, CLUSTER_REPS))
     ax.set_ylabel("predicted step time (ms)")
-    ax.set_title("cohort simulate vs cohort bench step, 1-4 ranks on this machine", fontsize=9)
+    ax.set_title("cohort simulate vs cohort bench step: 1-4 ranks on this machine,\n"
+                 "and 2-4 namespace hosts at 1 and 10 Gbit/s", fontsize=9)
     ax.legend(frameon=False, fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()

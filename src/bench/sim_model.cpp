@@ -17,6 +17,19 @@ struct Timeline {
   std::vector<double> busy;
 };
 
+// The topology as the cores see it: every message a copy at the intra-host
+// link's pace (what a rank's own cores spend on it, whatever the wire).
+Topology copying(const Topology& t) {
+  Topology c = t;
+  c.inter = t.intra;
+  return c;
+}
+
+// Every rank on one machine: one host, or namespace hosts of one machine.
+bool one_machine(const Topology& t, const Plan& plan) {
+  return t.hosts <= std::max(1, plan.hosts_per_machine);
+}
+
 std::vector<int64_t> param_offsets(const Profile& p) {
   std::vector<int64_t> off = {0};
   for (const auto& l : p.layers) off.push_back(off.back() + l.params);
@@ -68,6 +81,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   const double fwd = p.forward() * f, bwd = p.backward() * f;
   const auto off = param_offsets(p);
   const auto bk = buckets(p.params(), plan.bucket_mb);
+  const Topology cpu = copying(t);
   double clock = 0, exposed = 0, moved = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
@@ -79,9 +93,8 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
     double free = start;
     for (const auto& [b, e] : bk) {
       const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
-      const double took = reduce(t, g, 4.0 * double(e - b), algo);
-      free = std::max(free, ready) + took;
-      moved += took;
+      free = std::max(free, ready) + reduce(t, g, 4.0 * double(e - b), algo);
+      moved += reduce(cpu, g, 4.0 * double(e - b), algo);
     }
     exposed += std::max(0.0, free - end);
     clock = std::max(end, free);
@@ -92,7 +105,8 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   r.compute = (fwd + bwd) * plan.accumulate + opt;
   r.comm = exposed + gather;
   r.step = r.compute + r.comm;
-  r.copies = t.hosts == 1 ? moved + gather : 0;
+  // The reductions overlap backward; the gather after the step does not.
+  r.copies = one_machine(t, plan) && plan.overlap ? moved : 0;
   return r;
 }
 
@@ -104,9 +118,11 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // (Profile::refill) is the rank's own CPU work, on its compute's clock.
 Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Group& g, double f) {
   const size_t n = p.layers.size();
-  std::vector<double> gather(n), fill(n);
+  std::vector<double> gather(n), fill(n), copy(n);
+  const Topology cpu = copying(t);
   for (size_t i = 0; i < n; ++i) {
     gather[i] = ring_half_time(t, g, 4.0 * double(p.layers[i].params));
+    copy[i] = ring_half_time(cpu, g, 4.0 * double(p.layers[i].params));
     fill[i] = p.refill * 4.0 * double(p.layers[i].params) * f;
   }
   const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
@@ -115,11 +131,11 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Gr
     std::vector<double> ready(n, 0);
     free = std::max(free, clock);
     ready[0] = free = free + gather[0];
-    moved += gather[0];
+    moved += copy[0];
     for (size_t i = 0; i < n; ++i) {
       const double start = std::max(clock, ready[i]);
       if (i + 1 < n) ready[i + 1] = free = std::max(free, start) + gather[i + 1];
-      if (i + 1 < n) moved += gather[i + 1];
+      if (i + 1 < n) moved += copy[i + 1];
       clock = start + fill[i] + p.layers[i].forward * f;
       compute += fill[i] + p.layers[i].forward * f;
     }
@@ -128,15 +144,14 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Gr
     for (size_t i = n; i-- > 0;) {
       const double start = std::max(clock, ready[i]);
       if (i > 0) ready[i - 1] = free = std::max(free, start) + gather[i - 1];
-      if (i > 0) moved += gather[i - 1];
+      if (i > 0) moved += copy[i - 1];
       const double refilled = i + 1 < n ? fill[i] : 0.0;  // the last layer stayed
       clock = start + refilled + p.layers[i].backward * f;
       compute += refilled + p.layers[i].backward * f;
       bucket += double(p.layers[i].params);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
-        const double took = ring_half_time(t, g, 4.0 * bucket);
-        free = std::max(free, clock) + took;
-        moved += took;
+        free = std::max(free, clock) + ring_half_time(t, g, 4.0 * bucket);
+        moved += ring_half_time(cpu, g, 4.0 * bucket);
         bucket = 0;
       }
     }
@@ -146,7 +161,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Gr
   r.compute = compute + opt;
   r.step = std::max(clock, free) + opt;
   r.comm = r.step - r.compute;
-  r.copies = t.hosts == 1 ? moved : 0;
+  r.copies = one_machine(t, plan) ? moved : 0;
   return r;
 }
 
@@ -345,6 +360,8 @@ void check_plan(const Plan& plan, int world) {
   COHORT_INPUT_CHECK(plan.zero_stage >= 1 && plan.zero_stage <= 3, "--zero-stage must be 1, 2 or 3, got ",
                      plan.zero_stage);
   COHORT_INPUT_CHECK(plan.cores >= 0, "--cores must be at least 0, got ", plan.cores);
+  COHORT_INPUT_CHECK(plan.hosts_per_machine >= 1, "--hosts-per-machine must be at least 1, got ",
+                     plan.hosts_per_machine);
   double last_k = 1;
   for (const auto& [k, f] : plan.contention) {
     COHORT_INPUT_CHECK(k > last_k && f >= 1, "--contention: give rising K:FACTOR pairs, K > 1, "
@@ -391,9 +408,13 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, dou
   // Ranks that poll in MPI's blocking calls (dp's and ZeRO 1's bucket
   // reductions) hold a core for the whole step; ZeRO 2-3 wait politely.
   const bool polls = plan.busy_wait && !(s == "zero" && plan.zero_stage > 1);
-  // A rank's communication thread copies on a core of its own while the
-  // rank computes: busy can exceed one core.
-  const double busy = ((polls ? r.p.step : r.p.compute) + r.p.copies) / r.p.step;
+  // dp and ZeRO ranks run in lock-step (each step ends in a collective), so
+  // they compute at the same moments and wait at the same moments: while
+  // computing, every rank holds a core, and its communication thread copies
+  // on another one: busy can exceed one core. Ranks that poll hold theirs
+  // through the waits too.
+  const double span = polls ? r.p.step : r.p.compute;
+  const double busy = (span + std::min(r.p.copies, span)) / span;
   r.busy.assign(size_t(s == "none" ? 1 : world), busy);
   return r;
 }
@@ -415,10 +436,11 @@ Prediction predict(const Profile& prof, const Plan& plan, const Topology& t) {
     tl = predict_once(p, plan, slowed, f);
     if (plan.cores <= 0 && plan.contention.empty()) break;
     double worst = 0;
-    for (int h = 0; h < t.hosts; ++h) {
-      double together = 0;
+    const int per_machine = std::max(1, plan.hosts_per_machine);
+    for (int h = 0; h < t.hosts; h += per_machine) {
+      double together = 0;  // ranks computing at once on this machine, on average
       for (size_t r = 0; r < tl.busy.size(); ++r)
-        if (t.host_of(int(r)) == h) together += tl.busy[r];  // ranks computing at once, on average
+        if (t.host_of(int(r)) / per_machine == h / per_machine) together += tl.busy[r];
       worst = std::max(worst, together);
     }
     const double next = 0.5 * (f + slow_down(plan, worst));  // damped

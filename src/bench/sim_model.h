@@ -33,6 +33,10 @@ struct Plan {
   double activation_bytes = 4;  // per element sent between stages (bf16: 2)
   double cores = 0;             // compute units per host that ranks share (0: one per rank)
   bool busy_wait = false;       // ranks poll in blocking MPI calls: waiting holds a core
+  // Hosts that are one machine's network namespaces (scripts/cluster.sh):
+  // their ranks share that machine's cores (contention counts them
+  // together), and the messages between them are copies by those cores.
+  int hosts_per_machine = 1;
   // Measured slow-down at k ranks computing at once on a host ({k, factor},
   // rising k); when given it replaces `cores` (interpolated linearly, 1 at
   // one rank, extrapolated at the last slope).
@@ -48,9 +52,11 @@ struct Prediction {
   double data = 0;     // input not prefetched (synthetic: 0)
   double samples = 0;  // samples the job trains on per step
   double contention = 1;  // compute slow-down from ranks sharing a host's cores
-  // Seconds of communication inside one host, all of it (hidden or not): the
-  // copies and sums there are done by the ranks' own cores, so they count as
-  // busy time for the contention estimate (dp, ZeRO on one host).
+  // Seconds of communication inside one machine that run while the ranks
+  // compute (overlapped collectives, hidden or not), at the intra-host
+  // link's pace: the copies and sums are done by the ranks' own cores (the
+  // kernel's, for TCP between namespaces), so they count as busy time for
+  // the contention estimate (dp, ZeRO).
   double copies = 0;
   double rate() const { return samples / step; }
 };

@@ -48,6 +48,9 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--contention", c.contention,
                  "measured compute slow-down with K ranks of a host computing at once: "
                  "K:FACTOR,... (e.g. 2:1.9,4:3.6); replaces --cores");
+  app.add_option("--hosts-per-machine", c.plan.hosts_per_machine,
+                 "hosts that are network namespaces of one machine (scripts/cluster.sh): their "
+                 "ranks share its cores, and their messages are copies by those cores");
   app.add_flag("--busy-wait", c.plan.busy_wait,
                "with --cores: ranks poll while they wait in MPI (OpenMPI's blocking calls), so "
                "waiting takes a core too (dp, ZeRO 1, pipelines)");

@@ -157,10 +157,10 @@ TEST(SimModel, RanksSharingCoresSlowEachOther) {
 TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   // dp on one host, 2 ranks on 2 cores, three 1 MiB buckets of c/3 s each,
   // overlapped with backward (2 s a layer): only the first layer's bucket
-  // shows, step = (9 + c/3) f. Each rank's communication thread copies for
-  // all c (done by the same cores, slowed alike), so a rank keeps
-  // (9 + c) / (9 + c/3) cores busy, and two such ranks on 2 cores run at
-  // that fraction of their speed.
+  // shows. dp's ranks run in lock-step, so both compute at once, and each
+  // one's communication thread copies for all c during that 9 s (done by
+  // the same cores, slowed alike): 2 (1 + c/9) cores busy on 2 cores, so
+  // f = 1 + c/9 and step = (9 + c/3) f.
   Profile p = uniform(3, (1 << 20) / 4);
   p.optimizer = 0;
   Plan plan;
@@ -171,17 +171,20 @@ TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   const Topology t = one_host(2, 0, 1e6);
   const double c = 3 * allreduce_time(t, Group{0, 2, 1}, 1 << 20, Algo::kRing);
   const Prediction r = predict(p, plan, t);
-  const double f = (9 + c) / (9 + c / 3);
-  EXPECT_NEAR(r.contention, f, 1e-3);
+  EXPECT_NEAR(r.contention, 1 + c / 9, 1e-3);
   EXPECT_NEAR(r.copies, c * r.contention, 1e-3);
   EXPECT_NEAR(r.step, (9 + c / 3) * r.contention, 1e-3);
-  // Without overlap the thread copies while the rank waits: one core each.
+  // Without overlap the threads copy after compute, while the ranks wait.
   plan.overlap = false;
   EXPECT_NEAR(predict(p, plan, t).contention, 1.0, 1e-9);
-  // Between hosts the copies are the network's: no busy time.
+  // Between two machines the copies are each NIC's: no busy time; between
+  // two namespace hosts of one machine they are this machine's cores'.
+  plan.overlap = true;
   Topology two = one_host(1, 0, 1e6);
   two.hosts = 2;
   EXPECT_EQ(predict(p, plan, two).copies, 0.0);
+  plan.hosts_per_machine = 2;
+  EXPECT_GT(predict(p, plan, two).copies, 0.0);
 }
 
 TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
