@@ -132,6 +132,36 @@ double ring_half_time(const Topology& t, const Group& g, double bytes) {
   return (g.count - 1) * l.time(bytes / g.count);
 }
 
+double shard_reduce_scatter_time(const Topology& t, const Group& g,
+                                 const std::vector<double>& parts) {
+  if (g.count <= 1) return 0;
+  const double largest = *std::max_element(parts.begin(), parts.end());
+  return (g.count - 1) * ring_link(t, g).time(largest);
+}
+
+double shard_gather_time(const Topology& t, const Group& g, const std::vector<double>& parts) {
+  if (g.count <= 1) return 0;
+  double total = 0, up = 0, least = parts.empty() ? 0 : parts.front();
+  for (double b : parts) {
+    total += b;
+    up = std::max(up, (g.count - 1) * b);
+    least = std::min(least, b);
+  }
+  const Link& l = ring_link(t, g);
+  return l.alpha + std::max(up, total - least) / l.bytes_per_s;
+}
+
+std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks) {
+  const int64_t per = (elements + ranks - 1) / ranks;
+  const int64_t step = std::max<int64_t>(16, (per + 15) / 16 * 16);
+  std::vector<double> parts(size_t(ranks), 0.0);
+  for (int k = 0; k < ranks; ++k) {
+    const int64_t lo = std::max(b, k * step), hi = std::min({e, (k + 1) * step, elements});
+    if (hi > lo) parts[size_t(k)] = 4.0 * double(hi - lo);
+  }
+  return parts;
+}
+
 double allreduce_time(const Topology& t, const Group& g, double bytes, Algo algo) {
   if (g.count <= 1 || bytes <= 0) return 0;
   if (algo == Algo::kAuto) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace cohort::sim {
 
@@ -52,6 +53,21 @@ double allreduce_time(const Topology& t, const Group& g, double bytes, Algo algo
 double ring_half_time(const Topology& t, const Group& g, double bytes);
 // The slowest link a ring over `g` crosses.
 const Link& ring_link(const Topology& t, const Group& g);
+
+// ZeRO's collectives over the arena's blocks, as parallel/shards.cpp runs
+// them: `parts[k]` is the bytes of the range [b, e) that fall in rank k's
+// block (ShardLayout: g.count contiguous blocks of the arena).
+// reduce_scatter_range: a ring over the parts, p-1 steps each as long as
+// the largest part (a range inside one block takes p-1 whole hops).
+double shard_reduce_scatter_time(const Topology& t, const Group& g,
+                                 const std::vector<double>& parts);
+// gather_range: each owner sends its part to every other rank at once (its
+// uplink carries p-1 copies) and each rank receives every part it lacks
+// (its downlink carries them): the busier of the two, plus one latency.
+double shard_gather_time(const Topology& t, const Group& g, const std::vector<double>& parts);
+// The bytes of elements [b, e) in each of `ranks` blocks of an arena of
+// `elements` (blocks of ceil(elements / ranks), 16-element aligned).
+std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks);
 
 // alpha/beta fitted (t = a + b * bytes: a from the smallest size, b from
 // the slope to the largest) to a `cohort bench

@@ -66,10 +66,18 @@ double range_ready(const std::vector<int64_t>& off, const std::vector<double>& d
   return done.empty() ? 0 : done.front();
 }
 
-using CollectiveTime = double (*)(const Topology&, const Group&, double, Algo);
+// A bucket's collective: elements [b, e) of an arena of `n`.
+using CollectiveTime = double (*)(const Topology&, const Group&, int64_t b, int64_t e, int64_t n,
+                                  Algo);
 
-double half_time(const Topology& t, const Group& g, double bytes, Algo) {
-  return ring_half_time(t, g, bytes);
+double allreduce_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t, Algo a) {
+  return allreduce_time(t, g, 4.0 * double(e - b), a);
+}
+
+// ZeRO 2-3: reduce_scatter_range over the blocks the bucket falls in.
+double reduce_scatter_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t n,
+                            Algo) {
+  return shard_reduce_scatter_time(t, g, block_parts(b, e, n, g.count));
 }
 
 // dp and ZeRO 1-2: forward, backward with each bucket's collective queued
@@ -93,8 +101,8 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
     double free = start;
     for (const auto& [b, e] : bk) {
       const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
-      free = std::max(free, ready) + reduce(t, g, 4.0 * double(e - b), algo);
-      moved += reduce(cpu, g, 4.0 * double(e - b), algo);
+      free = std::max(free, ready) + reduce(t, g, b, e, p.params(), algo);
+      moved += reduce(cpu, g, b, e, p.params(), algo);
     }
     exposed += std::max(0.0, free - end);
     clock = std::max(end, free);
@@ -113,16 +121,21 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // ZeRO stage 3: every layer's parameters gathered before it runs, forward
 // and backward (the last layer stays between them), the next one's gather
 // queued as a layer starts; gradient buckets reduce-scattered on the same
-// queue; each rank steps its shard, nothing gathered after. Each gather
+// queue; each rank steps its shard, nothing gathered after. The gathers and
+// reduce-scatters follow the arena's blocks as parallel/shards.cpp does: a
+// layer inside one rank's block is sent whole by that rank to every other. Each gather
 // lands in pages released after the layer's last use: refilling them
 // (Profile::refill) is the rank's own CPU work, on its compute's clock.
 Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Group& g, double f) {
   const size_t n = p.layers.size();
   std::vector<double> gather(n), fill(n), copy(n);
   const Topology cpu = copying(t);
+  const auto off = param_offsets(p);
+  const int64_t total = p.params();
   for (size_t i = 0; i < n; ++i) {
-    gather[i] = ring_half_time(t, g, 4.0 * double(p.layers[i].params));
-    copy[i] = ring_half_time(cpu, g, 4.0 * double(p.layers[i].params));
+    const auto parts = block_parts(off[i], off[i + 1], total, g.count);
+    gather[i] = shard_gather_time(t, g, parts);
+    copy[i] = shard_gather_time(cpu, g, parts);
     fill[i] = p.refill * 4.0 * double(p.layers[i].params) * f;
   }
   const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
@@ -141,6 +154,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Gr
     }
     std::fill(ready.begin(), ready.end(), 0.0);
     double bucket = 0;
+    int64_t top = total;  // the bucket is [off[i], top)
     for (size_t i = n; i-- > 0;) {
       const double start = std::max(clock, ready[i]);
       if (i > 0) ready[i - 1] = free = std::max(free, start) + gather[i - 1];
@@ -150,9 +164,11 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Gr
       compute += refilled + p.layers[i].backward * f;
       bucket += double(p.layers[i].params);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
-        free = std::max(free, clock) + ring_half_time(t, g, 4.0 * bucket);
-        moved += ring_half_time(cpu, g, 4.0 * bucket);
+        const auto parts = block_parts(off[i], top, total, g.count);
+        free = std::max(free, clock) + shard_reduce_scatter_time(t, g, parts);
+        moved += shard_reduce_scatter_time(cpu, g, parts);
         bucket = 0;
+        top = off[i];
       }
     }
   }
@@ -386,16 +402,17 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, dou
   Timeline r;
   const std::string& s = plan.parallel;
   if (s == "none") {
-    r.p = data_parallel(p, plan, t, Group{0, 1, 1}, f, allreduce_time, plan.algo, 1, false, false);
+    r.p = data_parallel(p, plan, t, Group{0, 1, 1}, f, allreduce_range, plan.algo, 1, false, false);
     r.p.samples = double(plan.batch) * plan.accumulate;
   } else if (s == "dp") {
-    r.p = data_parallel(p, plan, t, all, f, allreduce_time, plan.algo, 1, false, false);
+    r.p = data_parallel(p, plan, t, all, f, allreduce_range, plan.algo, 1, false, false);
     r.p.samples = double(plan.batch) * plan.accumulate * world;
   } else if (s == "zero") {
     if (plan.zero_stage == 1)
-      r.p = data_parallel(p, plan, t, all, f, allreduce_time, Algo::kRing, 1.0 / world, true, false);
+      r.p = data_parallel(p, plan, t, all, f, allreduce_range, Algo::kRing, 1.0 / world, true, false);
     else if (plan.zero_stage == 2)
-      r.p = data_parallel(p, plan, t, all, f, half_time, Algo::kRing, 1.0 / world, true, true);
+      r.p = data_parallel(p, plan, t, all, f, reduce_scatter_range, Algo::kRing, 1.0 / world, true,
+                          true);
     else
       r.p = zero3(p, plan, t, all, f);
     r.p.samples = double(plan.batch) * plan.accumulate * world;

@@ -48,6 +48,23 @@ TEST(SimComm, TreeIsRabenseifnersClosedForm) {
   }
 }
 
+TEST(SimComm, ZeroCollectivesFollowTheArenasBlocks) {
+  // parallel/shards.cpp: 4 ranks, an arena of 4096 floats in blocks of 1024.
+  const auto inside = block_parts(100, 612, 4096, 4);  // all in block 0
+  EXPECT_EQ(inside, (std::vector<double>{2048.0, 0, 0, 0}));
+  const auto spread = block_parts(0, 4096, 4096, 4);
+  EXPECT_EQ(spread, (std::vector<double>{4096.0, 4096, 4096, 4096}));
+  const Topology t = one_host(4, 1e-6, 1e9);
+  // The owner sends its 2048 bytes to 3 ranks: its uplink carries 3 copies.
+  EXPECT_NEAR(shard_gather_time(t, Group{0, 4, 1}, inside), 1e-6 + 3 * 2048 / 1e9, 1e-15);
+  // Spread evenly, each rank receives the 3 blocks it lacks: a ring's bytes.
+  EXPECT_NEAR(shard_gather_time(t, Group{0, 4, 1}, spread), 1e-6 + 3 * 4096 / 1e9, 1e-15);
+  // The reduce-scatter ring takes p-1 hops of the largest part.
+  EXPECT_NEAR(shard_reduce_scatter_time(t, Group{0, 4, 1}, inside), 3 * (1e-6 + 2048 / 1e9), 1e-15);
+  EXPECT_NEAR(shard_reduce_scatter_time(t, Group{0, 4, 1}, spread),
+              ring_half_time(t, Group{0, 4, 1}, 4 * 4096.0), 1e-15);
+}
+
 TEST(SimComm, HierarchicalCrossesHostsOncePerShard) {
   Topology t = one_host(4, 1e-6, 1e10);
   t.hosts = 8;
