@@ -210,6 +210,9 @@ TEST_F(ClusterRun, DataParallelAndZeroAcrossHosts) {
   out = run_on(c, "-np 4 --map-by node", 8, "--parallel zero --zero-stage 2", "zero2");
   EXPECT_EQ(job_map(out), (HostRanks{{c.host(0), {0, 2}}, {c.host(1), {1, 3}}})) << out;
   expect_single_weights("zero2", "zero-2, 2 hosts x 2 ranks");
+  // ZeRO-3: each layer gathered before it runs, down the chain across hosts.
+  out = run_on(c, "-np 4 --map-by node", 8, "--parallel zero --zero-stage 3", "zero3");
+  expect_single_weights("zero3", "zero-3, 2 hosts x 2 ranks");
 }
 
 // Two workers on hosts 0 and 1, the server (the last rank) alone on host 2:
