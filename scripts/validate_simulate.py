@@ -234,27 +234,36 @@ def cluster_predict(runs, measured):
         m = measured[model]
         mflags, batch, _ = MODELS[model]
         prof = os.path.join(os.path.dirname(c["comm"]), "%s.json" % model)
-        row = {"model": model, "config": "%s, %d hosts at %s" % (c["config"], c["hosts"], c["link"]),
-               "ranks": c["hosts"], "cores": m["contention"], "anchor": m["anchor"]}
-        for wait, busy in (("yielding", False), ("polling", True)):
-            pred = last_json(run([BIN, "simulate", "--model", model, *mflags, "--compute", prof,
-                                  "--batch", str(batch * c["mult"]), "--hosts", str(c["hosts"]),
-                                  "--ranks-per-host", "1", "--contention", m["contention"],
-                                  "--hosts-per-machine", str(c["hosts"]),
-                                  "--calibrate", os.path.join(os.path.dirname(c["comm"]),
-                                                              "comm.jsonl"),
-                                  "--calibrate-inter", c["comm"],
-                                  *(["--busy-wait"] if busy else []), *c["flags"]]))
-            samples = rate(pred) * pred["step_ms"] / 1e3
-            row["measured_step_ms"] = 1e3 * samples / c["best"]
-            row[wait] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms", "bubble_ms",
-                                              "contention")}
-            row[wait]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
-        rows.append(row)
-        print("  %-45s measured %9.1f ms  predicted %9.1f (yielding) %9.1f (polling)"
-              % (row["config"], row["measured_step_ms"], row["yielding"]["step_ms"],
-                 row["polling"]["step_ms"]), file=sys.stderr)
+        config = "%s, %d hosts at %s" % (c["config"], c["hosts"], c["link"])
+        rows.append(predicted_row(
+            model, config, c["hosts"], m, c["best"],
+            lambda busy: last_json(run([
+                BIN, "simulate", "--model", model, *mflags, "--compute", prof,
+                "--batch", str(batch * c["mult"]), "--hosts", str(c["hosts"]),
+                "--ranks-per-host", "1", "--contention", m["contention"],
+                "--hosts-per-machine", str(c["hosts"]),
+                "--calibrate", os.path.join(os.path.dirname(c["comm"]), "comm.jsonl"),
+                "--calibrate-inter", c["comm"], *(["--busy-wait"] if busy else []),
+                *c["flags"]]))))
     return rows
+
+
+def predicted_row(model, config, ranks, m, best, predict):
+    """A table row: the measured step (from `best` samples/s) beside
+    predict(busy_wait)'s step with yielding and with polling waits."""
+    row = {"model": model, "config": config, "ranks": ranks, "cores": m["contention"],
+           "anchor": m["anchor"]}
+    for wait, busy in (("yielding", False), ("polling", True)):
+        pred = predict(busy)
+        samples = rate(pred) * pred["step_ms"] / 1e3
+        row["measured_step_ms"] = 1e3 * samples / best
+        row[wait] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms", "bubble_ms",
+                                          "contention")}
+        row[wait]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
+    print("  %-45s measured %9.1f ms  predicted %9.1f (yielding) %9.1f (polling)"
+          % (config, row["measured_step_ms"], row["yielding"]["step_ms"],
+             row["polling"]["step_ms"]), file=sys.stderr)
+    return row
 
 
 def rate(pred):
@@ -273,20 +282,10 @@ def predict_all(out_dir, inputs, measured):
         for name, ranks, flags, mult in CONFIGS:
             if name not in m["best"]:
                 continue
-            row = {"model": model, "config": name, "ranks": ranks, "cores": m["contention"],
-                   "anchor": m["anchor"]}
-            for wait, busy in (("yielding", False), ("polling", True)):
-                pred = simulate(model, mflags, prof, ranks, flags, batch * mult, m["contention"],
-                                comm_file, busy)
-                samples = rate(pred) * pred["step_ms"] / 1e3
-                row["measured_step_ms"] = 1e3 * samples / m["best"][name]
-                row[wait] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms",
-                                                  "bubble_ms", "contention")}
-                row[wait]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
-            rows.append(row)
-            print("  %-30s measured %9.1f ms  predicted %9.1f (yielding) %9.1f (polling)"
-                  % (name, row["measured_step_ms"], row["yielding"]["step_ms"],
-                     row["polling"]["step_ms"]), file=sys.stderr)
+            rows.append(predicted_row(
+                model, name, ranks, m, m["best"][name],
+                lambda busy: simulate(model, mflags, prof, ranks, flags, batch * mult,
+                                      m["contention"], comm_file, busy)))
     cluster_file = os.path.join(inputs, "cluster.json")
     if os.path.exists(cluster_file):
         with open(cluster_file) as f:

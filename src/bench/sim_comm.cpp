@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "parallel/shards.h"
 
 namespace cohort::sim {
 
@@ -152,11 +153,10 @@ double shard_gather_time(const Topology& t, const Group& g, const std::vector<do
 }
 
 std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks) {
-  const int64_t per = (elements + ranks - 1) / ranks;
-  const int64_t step = std::max<int64_t>(16, (per + 15) / 16 * 16);
+  const ShardLayout layout(elements, ranks);  // ZeRO's own cut
   std::vector<double> parts(size_t(ranks), 0.0);
   for (int k = 0; k < ranks; ++k) {
-    const int64_t lo = std::max(b, k * step), hi = std::min({e, (k + 1) * step, elements});
+    const int64_t lo = std::max(b, layout.begin(k)), hi = std::min(e, layout.end(k));
     if (hi > lo) parts[size_t(k)] = 4.0 * double(hi - lo);
   }
   return parts;

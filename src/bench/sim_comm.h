@@ -66,7 +66,7 @@ double shard_reduce_scatter_time(const Topology& t, const Group& g,
 // (its downlink carries them): the busier of the two, plus one latency.
 double shard_gather_time(const Topology& t, const Group& g, const std::vector<double>& parts);
 // The bytes of elements [b, e) in each of `ranks` blocks of an arena of
-// `elements` (blocks of ceil(elements / ranks), 16-element aligned).
+// `elements`, cut as parallel/shards.h's ShardLayout cuts it.
 std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks);
 
 // alpha/beta fitted (t = a + b * bytes: a from the smallest size, b from

@@ -123,9 +123,9 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // queued as a layer starts; gradient buckets reduce-scattered on the same
 // queue; each rank steps its shard, nothing gathered after. The gathers and
 // reduce-scatters follow the arena's blocks as parallel/shards.cpp does: a
-// layer inside one rank's block is sent whole by that rank to every other. Each gather
-// lands in pages released after the layer's last use: refilling them
-// (Profile::refill) is the rank's own CPU work, on its compute's clock.
+// layer inside one rank's block is sent whole by that rank to every other.
+// Each gather lands in pages released after the layer's last use: refilling
+// them (Profile::refill) is the rank's own CPU work, on its compute's clock.
 Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Group& g, double f) {
   const size_t n = p.layers.size();
   std::vector<double> gather(n), fill(n), copy(n);
@@ -147,8 +147,10 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Gr
     moved += copy[0];
     for (size_t i = 0; i < n; ++i) {
       const double start = std::max(clock, ready[i]);
-      if (i + 1 < n) ready[i + 1] = free = std::max(free, start) + gather[i + 1];
-      if (i + 1 < n) moved += copy[i + 1];
+      if (i + 1 < n) {
+        ready[i + 1] = free = std::max(free, start) + gather[i + 1];
+        moved += copy[i + 1];
+      }
       clock = start + fill[i] + p.layers[i].forward * f;
       compute += fill[i] + p.layers[i].forward * f;
     }
@@ -157,8 +159,10 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Gr
     int64_t top = total;  // the bucket is [off[i], top)
     for (size_t i = n; i-- > 0;) {
       const double start = std::max(clock, ready[i]);
-      if (i > 0) ready[i - 1] = free = std::max(free, start) + gather[i - 1];
-      if (i > 0) moved += copy[i - 1];
+      if (i > 0) {
+        ready[i - 1] = free = std::max(free, start) + gather[i - 1];
+        moved += copy[i - 1];
+      }
       const double refilled = i + 1 < n ? fill[i] : 0.0;  // the last layer stayed
       clock = start + refilled + p.layers[i].backward * f;
       compute += refilled + p.layers[i].backward * f;
