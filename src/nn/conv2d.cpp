@@ -1,3 +1,5 @@
+#include <utility>
+
 #include "core/error.h"
 #include "nn/layers.h"
 
@@ -39,8 +41,8 @@ const Tensor& Conv2d::forward(const Tensor& x, Context& ctx) {
   // A frozen conv's weights are constants: each op lays them out (reorders
   // them into its blocked format) once, not every step. The layout is kept
   // while the weights stay at the same address; set_frozen starts afresh.
-  const bool fresh = !frozen_ || laid_out_[op_] != weight_.data();
-  laid_out_[op_] = weight_.data();
+  const bool fresh =
+      !frozen_ || std::exchange(laid_out_[op_], weight_.data()) != weight_.data();
   if (folded_) {
     const ConstView w = folded_weights();
     op_->forward(x, fresh ? w : nullptr, folded_b_.data(), y_);

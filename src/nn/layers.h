@@ -11,9 +11,9 @@
 
 namespace cohort::nn {
 
-// src {N, H, W, Ci} -> dst {N, OH, OW, Co}; optional fused ReLU.
 class BatchNorm2d;
 
+// src {N, H, W, Ci} -> dst {N, OH, OW, Co}; optional fused ReLU.
 class Conv2d final : public Module {
  public:
   Conv2d(int64_t c_in, int64_t c_out, int64_t k, int64_t stride = 1, int64_t pad = 0,
