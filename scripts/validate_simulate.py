@@ -182,7 +182,7 @@ def cluster_measure(inputs, measured):
     """Every CLUSTER_CONFIGS entry on a cluster of H hosts at each rate:
     `bench step` under the cluster's mpirun, best of CLUSTER_REPS, and a
     `bench comm` run on the same cluster (the inter-host link's fit).
-    Written to inputs/cluster.json."""
+    Written to inputs/cluster.json ("comm": that run's file, inside inputs)."""
     runs = []
     for link in CLUSTER_RATES:
         for hosts in CLUSTER_HOSTS:
@@ -217,13 +217,14 @@ def cluster_model(model, name, link, hosts, comm_file):
                 print("  %s %s: %s" % (link, config, e), file=sys.stderr)
         if best > 0:
             runs.append({"model": model, "config": config, "hosts": hosts, "link": link,
-                         "flags": flags, "mult": mult, "best": best, "comm": comm_file})
+                         "flags": flags, "mult": mult, "best": best,
+                         "comm": os.path.basename(comm_file)})
             print("  %s, %d hosts at %s: %.2f samples/s" % (config, hosts, link, best),
                   file=sys.stderr)
     return runs
 
 
-def cluster_predict(runs, measured):
+def cluster_predict(runs, measured, inputs):
     """The cluster's rows: each run predicted with --hosts H --ranks-per-host 1
     --hosts-per-machine H (every namespace host is this machine), the link
     fitted from its cluster's `bench comm` (--calibrate-inter) and the cores'
@@ -233,7 +234,7 @@ def cluster_predict(runs, measured):
         model = c["model"]
         m = measured[model]
         mflags, batch, _ = MODELS[model]
-        prof = os.path.join(os.path.dirname(c["comm"]), "%s.json" % model)
+        prof = os.path.join(inputs, "%s.json" % model)
         config = "%s, %d hosts at %s" % (c["config"], c["hosts"], c["link"])
         rows.append(predicted_row(
             model, config, c["hosts"], m, c["best"],
@@ -242,8 +243,8 @@ def cluster_predict(runs, measured):
                 "--batch", str(batch * c["mult"]), "--hosts", str(c["hosts"]),
                 "--ranks-per-host", "1", "--contention", m["contention"],
                 "--hosts-per-machine", str(c["hosts"]),
-                "--calibrate", os.path.join(os.path.dirname(c["comm"]), "comm.jsonl"),
-                "--calibrate-inter", c["comm"], *(["--busy-wait"] if busy else []),
+                "--calibrate", os.path.join(inputs, "comm.jsonl"),
+                "--calibrate-inter", os.path.join(inputs, c["comm"]), *(["--busy-wait"] if busy else []),
                 *c["flags"]]))))
     return rows
 
@@ -289,7 +290,7 @@ def predict_all(out_dir, inputs, measured):
     cluster_file = os.path.join(inputs, "cluster.json")
     if os.path.exists(cluster_file):
         with open(cluster_file) as f:
-            rows += cluster_predict(json.load(f), measured)
+            rows += cluster_predict(json.load(f), measured, inputs)
     with open(os.path.join(out_dir, "validation.json"), "w") as f:
         json.dump({"reps": REPS, "measured": measured, "rows": rows}, f, indent=1)
     write_table(out_dir, rows)

@@ -133,6 +133,12 @@ double ring_half_time(const Topology& t, const Group& g, double bytes) {
   return (g.count - 1) * l.time(bytes / g.count);
 }
 
+double broadcast_time(const Topology& t, const Group& g, double bytes) {
+  int rounds = 0;
+  while ((1 << rounds) < g.count) ++rounds;
+  return rounds * ring_link(t, g).time(bytes);
+}
+
 double shard_reduce_scatter_time(const Topology& t, const Group& g,
                                  const std::vector<double>& parts) {
   if (g.count <= 1) return 0;

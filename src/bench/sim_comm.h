@@ -51,6 +51,9 @@ const char* algo_name(Algo a);
 double allreduce_time(const Topology& t, const Group& g, double bytes, Algo algo);
 // Ring reduce-scatter or all-gather: (n-1) steps of bytes/n each.
 double ring_half_time(const Topology& t, const Group& g, double bytes);
+// MPI_Bcast of `bytes` over `g`: a binomial tree, ceil(log2 n) rounds of
+// the whole message over the slowest link.
+double broadcast_time(const Topology& t, const Group& g, double bytes);
 // The slowest link a ring over `g` crosses.
 const Link& ring_link(const Topology& t, const Group& g);
 

@@ -276,6 +276,15 @@ std::vector<double> run_schedule(const std::vector<double>& fwd, const std::vect
   return free;
 }
 
+// Bytes of tied parameters a pipeline of k stages keeps in step (cohort
+// syncs every tie once there is more than one stage).
+double tied_bytes(const Profile& p, int k) {
+  double b = 0;
+  if (k > 1)
+    for (const auto& tie : p.ties) b += 4.0 * double(tie.params);
+  return b;
+}
+
 // mp, pp and hybrid: stages cut as cohort cuts them, the schedule run with
 // and without the transfers (the difference is exposed communication, the
 // rest of the idle time bubble), then hybrid's all-reduce of each stage's
@@ -300,15 +309,23 @@ Timeline pipeline(const Profile& p, const Plan& plan, const Topology& t, double 
   const auto ideal = run_schedule(fwd, bwd, none, m, plan.one_f_one_b);
   Timeline r;
   r.busy.assign(size_t(k * d), 0);
+  // Tied parameters: every stage of a replica sums their gradient, after
+  // its schedule, and receives the owner's stepped weights after the step
+  // (Pipeline::sum_tied_grads, broadcast_tied_weights): both wait for all.
+  const double tied = tied_bytes(p, k);
+  const Group pipe{0, k, 1};
+  const double sum_tied = tied > 0 ? allreduce_time(t, pipe, tied, Algo::kAuto) : 0.0;
+  const double last = *std::max_element(real.begin(), real.end());
   double step = 0;
   int critical = 0;
   std::vector<double> ends(static_cast<size_t>(k));
   for (int s = 0; s < k; ++s) {
     const double reduce = allreduce_time(t, Group{s, d, k}, 4.0 * double(params[size_t(s)]), plan.algo);
     const double opt = p.optimizer * f * double(params[size_t(s)]) / double(std::max<int64_t>(1, p.params()));
-    ends[size_t(s)] = real[size_t(s)] + reduce + opt;
+    ends[size_t(s)] = (tied > 0 ? last + sum_tied : real[size_t(s)]) + reduce + opt;
     if (ends[size_t(s)] > step) step = ends[size_t(s)], critical = s;
   }
+  if (tied > 0) step += broadcast_time(t, pipe, tied);
   const int s = critical;
   const double compute = m * (fwd[size_t(s)] + bwd[size_t(s)]) +
                          p.optimizer * f * double(params[size_t(s)]) / double(std::max<int64_t>(1, p.params()));

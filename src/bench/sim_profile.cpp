@@ -98,6 +98,29 @@ double time_refill() {
 
 // Names, parameters, activation bytes and FLOPs of the model's top-level
 // layers (times left at 0).
+// The top-level layer holding parameter offset `at` (the arena's order).
+size_t layer_at(nn::Sequential& layers, int64_t at) {
+  size_t i = 0;
+  while (i + 1 < layers.size() && at >= layers.child(i).param_end()) ++i;
+  return i;
+}
+
+// Each tie's owner layer and the layer that reads it (named by its
+// parameter's prefix; the last layer if none is).
+std::vector<Profile::Tie> describe_ties(nn::Model& model) {
+  nn::Sequential& layers = model.layers();
+  std::vector<Profile::Tie> ties;
+  for (const auto& tie : model.params().ties()) {
+    const ParamInfo& owner = model.params().infos()[tie.owner];
+    Profile::Tie t{layers.size() - 1, layer_at(layers, owner.offset), owner.numel()};
+    for (size_t i = 0; i < layers.size(); ++i)
+      if (!layers.child_name(i).empty() && tie.name.rfind(layers.child_name(i) + ".", 0) == 0)
+        t.layer = i;
+    ties.push_back(t);
+  }
+  return ties;
+}
+
 Profile describe_layers(nn::Model& model, const std::string& name, int64_t batch) {
   Profile p;
   p.model = name;
@@ -120,6 +143,7 @@ Profile describe_layers(nn::Model& model, const std::string& name, int64_t batch
   const int64_t listed = p.params();
   if (listed != model.num_params() && !p.layers.empty())
     p.layers.back().params -= listed - model.num_params();
+  p.ties = describe_ties(model);
   return p;
 }
 
@@ -168,6 +192,11 @@ void save_profile(const Profile& p, const std::string& path) {
   for (const auto& l : p.layers)
     j["layers"].push_back({{"name", l.name}, {"forward_s", l.forward}, {"backward_s", l.backward},
                            {"params", l.params}, {"out_bytes", l.out_bytes}, {"flops", l.flops}});
+  if (!p.ties.empty()) {
+    j["ties"] = nlohmann::ordered_json::array();
+    for (const auto& t : p.ties)
+      j["ties"].push_back({{"layer", t.layer}, {"owner", t.owner}, {"params", t.params}});
+  }
   const std::string text = j.dump(1) + "\n";
   check_writable("--save-compute", path);
   AtomicFile f(path);
@@ -185,6 +214,20 @@ T key(const nlohmann::json& j, const char* name, const std::string& path, const 
   } catch (const nlohmann::json::exception&) {
     throw InputError("--compute " + path + ": " + where + "'s \"" + name + "\" has the wrong type");
   }
+}
+
+std::vector<Profile::Tie> load_ties(const nlohmann::json& j, size_t layers, const std::string& path) {
+  COHORT_INPUT_CHECK(j.is_array(), "--compute ", path, ": \"ties\" must be an array");
+  std::vector<Profile::Tie> ties;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string where = "tie " + std::to_string(i);
+    Profile::Tie t{key<size_t>(j[i], "layer", path, where), key<size_t>(j[i], "owner", path, where),
+                   key<int64_t>(j[i], "params", path, where)};
+    COHORT_INPUT_CHECK(t.layer < layers && t.owner < layers && t.params >= 0, "--compute ", path,
+                       ": ", where, " names a layer past the last (", layers, ") or a negative count");
+    ties.push_back(t);
+  }
+  return ties;
 }
 
 }  // namespace
@@ -226,6 +269,7 @@ Profile load_profile(const std::string& path) {
                        ": ", where, " has a negative figure");
     p.layers.push_back(l);
   }
+  if (j.contains("ties")) p.ties = load_ties(j["ties"], p.layers.size(), path);
   return p;
 }
 

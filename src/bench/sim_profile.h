@@ -30,6 +30,14 @@ struct Profile {
   double refill = 0;
   std::string source = "measured";  // or the file it came from
   std::vector<LayerCost> layers;
+  // A parameter two layers share (GPT-2's wte, read again by lm_head): the
+  // owner's layer holds it in the arena; `layer` reads it too. A pipeline
+  // that cuts them apart sums its gradient and broadcasts it every step.
+  struct Tie {
+    size_t layer = 0, owner = 0;  // indices into layers
+    int64_t params = 0;           // elements shared
+  };
+  std::vector<Tie> ties;
 
   int64_t params() const;
   double forward() const;
@@ -54,7 +62,7 @@ Profile flops_profile(const std::string& model, int64_t seq, int64_t vocab, int6
 
 // JSON round trip ({"model", "batch", "positions", "threads", "optimizer_s",
 // "refill_s_per_byte" (optional: 0), "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
-// "flops"}]}). load: InputError naming the file and the key at fault.
+// "flops"}], "ties" (optional): [{"layer", "owner", "params"}]}). load: InputError naming the file and the key at fault.
 void save_profile(const Profile& p, const std::string& path);
 Profile load_profile(const std::string& path);
 

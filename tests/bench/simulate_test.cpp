@@ -122,6 +122,29 @@ TEST(SimModel, PipelineBubbleIsTheIdealFraction) {
     }
 }
 
+TEST(SimModel, PipelineSyncsTiedParametersAcrossStages) {
+  // 2 stages, 4 micro-batches of uniform layers: after the schedule the
+  // tie's 1e6 floats are all-reduced
+  // over the 2 stages (a ring: 2 steps of half the bytes each way) and the
+  // owner's weights sent to the other stage (one message).
+  Plan plan;
+  plan.parallel = "pp";
+  plan.batch = 32;
+  Profile p = uniform(2);
+  const Topology t = one_host(2, 1e-3, 1e9);
+  const double before = predict(p, plan, t).step;
+  p.ties.push_back({1, 0, 1000000});
+  const double bytes = 4e6, ring = 2 * (1e-3 + bytes / 2 / 1e9), bcast = 1e-3 + bytes / 1e9;
+  EXPECT_NEAR(before, 15.0 + 4 * 1e-3, 1e-9);  // 3 (M + K - 1) s and 4 hops' latency
+  EXPECT_NEAR(predict(p, plan, t).step, before + ring + bcast, 1e-9);
+  plan.parallel = "dp";  // one arena copy per rank: nothing extra
+  plan.batch = 8;
+  Profile q = uniform(2);
+  const double dp = predict(q, plan, t).step;
+  q.ties.push_back({1, 0, 1000000});
+  EXPECT_DOUBLE_EQ(predict(q, plan, t).step, dp);
+}
+
 TEST(SimModel, EfficiencyIsOneAtOneRank) {
   for (const char* s : {"dp", "zero"}) {
     Plan plan;
@@ -260,6 +283,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   p.refill = 2.5e-10;
   p.layers[1].out_bytes = 4096;
   p.layers[2].flops = 1e9;
+  p.ties.push_back({2, 0, 55});
   save_profile(p, (dir / "a.json").string());
   const Profile q = load_profile((dir / "a.json").string());
   ASSERT_EQ(q.layers.size(), 3u);
@@ -271,6 +295,10 @@ TEST(SimModel, ComputeFileRoundTrips) {
   EXPECT_DOUBLE_EQ(q.layers[2].flops, 1e9);
   EXPECT_EQ(q.layers[2].params, 77);
   EXPECT_DOUBLE_EQ(q.layers[0].backward, 2.0);
+  ASSERT_EQ(q.ties.size(), 1u);
+  EXPECT_EQ(q.ties[0].layer, 2u);
+  EXPECT_EQ(q.ties[0].owner, 0u);
+  EXPECT_EQ(q.ties[0].params, 55);
   fs::remove_all(dir);
 }
 
