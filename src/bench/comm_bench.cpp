@@ -5,7 +5,8 @@
 // in a bandwidth-optimal all-reduce, so sizes and world sizes compare. The
 // peers run in the same job: MPI_Allreduce beside cohort's algorithms, then
 // PyTorch's gloo: from rank 0 while the other ranks sleep, or, when the ranks
-// span hosts, one gloo rank beside each cohort rank.
+// span hosts, one gloo rank beside each cohort rank. A one-way column
+// (p2p: rank 0 streaming to one peer) sits beside the all-reduces.
 #include "bench/comm_bench.h"
 
 #include <arpa/inet.h>
@@ -118,6 +119,59 @@ std::vector<double> time_columns(Communicator& c, float* v, int64_t n, const Com
   return best;
 }
 
+// The one-way column: rank 0 streams messages to one peer, the first rank
+// on another host (a link between hosts), else rank 1; what a pipeline's
+// activations, a parameter server's pushes and ZeRO's owner-to-rank
+// gathers cross, where a ring's steps send and receive at once.
+constexpr int kOneWayTag = 77;
+
+int one_way_peer(Communicator& c) {
+  const comm::HostLayout& l = c.host_layout();
+  for (int r = 1; r < c.size(); ++r)
+    if (l.host_of[size_t(r)] != l.host_of[0]) return r;
+  return 1;
+}
+
+// `iters` messages of `bytes` from rank 0 to `peer`, then a one-byte reply;
+// seconds per message (every rank returns rank 0's figure).
+double one_way_batch(Communicator& c, char* buf, int64_t bytes, int peer, int iters) {
+  char ack = 0;
+  c.barrier();
+  Timer t;
+  if (c.rank() == 0) {
+    for (int i = 0; i < iters; ++i) c.send(buf, size_t(bytes), peer, kOneWayTag);
+    c.recv(&ack, 1, peer, kOneWayTag);
+  } else if (c.rank() == peer) {
+    for (int i = 0; i < iters; ++i) c.recv(buf, size_t(bytes), 0, kOneWayTag);
+    c.send(&ack, 1, 0, kOneWayTag);
+  }
+  return max_over_ranks(c, c.rank() == 0 ? t.seconds() / iters : 0.0);
+}
+
+// Checked first (the peer receives rank 0's pattern), then timed as the
+// columns are: batches sized to the budget, the fastest counts.
+double time_one_way(Communicator& c, float* v, int64_t bytes, const CommBenchConfig& cfg) {
+  const int peer = one_way_peer(c);
+  char* buf = reinterpret_cast<char*>(v);
+  for (int64_t i = 0; i < bytes; ++i) buf[i] = c.rank() == 0 ? char(i % 251) : 0;
+  one_way_batch(c, buf, bytes, peer, 1);
+  int64_t bad = -1;
+  if (c.rank() == peer)
+    for (int64_t i = 0; i < bytes && bad < 0; ++i)
+      if (buf[i] != char(i % 251)) bad = i;
+  if (max_over_ranks(c, double(bad)) >= 0)
+    throw Error(detail::concat("bench comm: a one-way message of ", bytes, " bytes to rank ",
+                               peer, " arrived wrong; not timing it"));
+  const double budget = cfg.seconds / cfg.repeats;
+  const double one = one_way_batch(c, buf, bytes, peer, 1);
+  const int iters = int(std::clamp(budget / std::max(one, 1e-7), 1.0, 1e5));
+  const int repeats = one > 4 * budget ? std::min(cfg.repeats, 3) : cfg.repeats;
+  double best = one;
+  for (int rep = 0; rep < repeats; ++rep)
+    best = std::min(best, one_way_batch(c, buf, bytes, peer, iters));
+  return best;
+}
+
 double busbw_gbps(int world, int64_t bytes, double seconds) {
   return 2.0 * (world - 1) / world * double(bytes) / seconds / 1e9;
 }
@@ -159,13 +213,18 @@ nlohmann::ordered_json measure_size(Communicator& c, std::vector<float>& buf, in
     row[std::string(kColumns[k].name) + "_gbps"] = busbw_gbps(c.size(), bytes, secs[k]);
     row[std::string(kColumns[k].name) + "_us"] = secs[k] * 1e6;
   }
+  const double one_way = time_one_way(c, buf.data(), bytes, cfg);
+  row["p2p_gbps"] = double(bytes) / one_way / 1e9;  // bytes per second one way, not bus bandwidth
+  row["p2p_us"] = one_way * 1e6;
   row["auto_runs"] =
       comm::algorithm_name(comm::choose_algorithm(size_t(bytes), c.size(), c.host_layout()));
   if (c.rank() == 0)
-    std::fprintf(stderr, "  %10lld B: ring %.3f  tree %.3f  hier %.3f  auto %.3f  mpi %.3f\n",
+    std::fprintf(stderr,
+                 "  %10lld B: ring %.3f  tree %.3f  hier %.3f  auto %.3f  mpi %.3f  one-way %.3f\n",
                  (long long)bytes, row["ring_gbps"].get<double>(),
                  row["tree_gbps"].get<double>(), row["hierarchical_gbps"].get<double>(),
-                 row["auto_gbps"].get<double>(), row["mpi_gbps"].get<double>());
+                 row["auto_gbps"].get<double>(), row["mpi_gbps"].get<double>(),
+                 row["p2p_gbps"].get<double>());
   return row;
 }
 
@@ -257,23 +316,27 @@ std::string layout_text(const comm::HostLayout& l) {
   std::vector<int> counts(size_t(l.hosts), 0);
   for (int h : l.host_of) ++counts[size_t(h)];
   std::string s;
-  for (int k : counts) s += (s.empty() ? "" : ",") + std::to_string(k);
+  for (int k : counts) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(k);
+  }
   return s;
 }
 
 void print_table(const nlohmann::ordered_json& rows) {
-  std::fprintf(stderr, "\n%12s %8s %8s %8s %8s %8s %8s %8s %8s %7s\n", "bytes", "ring", "tree",
-               "hier", "auto", "mpi", "gloo", "cohort", "peer", "ratio");
+  std::fprintf(stderr, "\n%12s %8s %8s %8s %8s %8s %8s %8s %8s %7s %8s\n", "bytes", "ring", "tree",
+               "hier", "auto", "mpi", "gloo", "cohort", "peer", "ratio", "one-way");
   for (auto& row : rows) {
     char gl[16] = "       -";
     if (row["gloo_gbps"].is_number())
       std::snprintf(gl, sizeof gl, "%8.3f", row["gloo_gbps"].get<double>());
-    std::fprintf(stderr, "%12lld %8.3f %8.3f %8.3f %8.3f %8.3f %s %8.3f %8.3f %6.2fx\n",
+    std::fprintf(stderr, "%12lld %8.3f %8.3f %8.3f %8.3f %8.3f %s %8.3f %8.3f %6.2fx %8.3f\n",
                  (long long)row["bytes"].get<int64_t>(), row["ring_gbps"].get<double>(),
                  row["tree_gbps"].get<double>(), row["hierarchical_gbps"].get<double>(),
                  row["auto_gbps"].get<double>(),
                  row["mpi_gbps"].get<double>(), gl, row["best_cohort_gbps"].get<double>(),
-                 row["best_peer_gbps"].get<double>(), row["ratio"].get<double>());
+                 row["best_peer_gbps"].get<double>(), row["ratio"].get<double>(),
+                 row["p2p_gbps"].get<double>());
   }
 }
 
@@ -310,7 +373,7 @@ nlohmann::ordered_json run_comm_bench(Communicator& c, const CommBenchConfig& cf
                                 {"hosts", layout.hosts},
                                 {"ranks_per_host", layout_text(layout)},
                                 {"seconds_per_size", cfg.seconds}, {"repeats", cfg.repeats},
-                                {"timeout", cfg.timeout}};
+                                {"timeout", cfg.timeout}, {"p2p_peer", one_way_peer(c)}};
   if (const char* btl = std::getenv("OMPI_MCA_btl")) out["btl"] = btl;
   if (!peer_error.empty()) out["peer_error"] = peer_error;
   out["sizes"] = rows;

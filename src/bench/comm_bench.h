@@ -1,6 +1,7 @@
 // `cohort bench comm`: all-reduce bus bandwidth for cohort's ring, tree and
 // hierarchical algorithms (and auto's pick) beside the peers measured in the same run: the MPI
-// library's MPI_Allreduce and PyTorch's gloo all_reduce.
+// library's MPI_Allreduce and PyTorch's gloo all_reduce; and one-way
+// point-to-point bandwidth from rank 0 (p2p_gbps: bytes/s, not bus bandwidth).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -33,11 +33,12 @@ double tree_time(const Topology& t, const Group& g, double bytes) {
   int p2 = 1;
   while (p2 * 2 <= p) p2 *= 2;
   double total = 0;
-  if (p2 < p) total += 2 * t.between(g.rank(0), g.rank(1)).time(bytes);  // fold and unfold
+  if (p2 < p) total += 2 * t.one_way(g.rank(0), g.rank(1)).time(bytes);  // fold and unfold
   // Step with partner distance m: halving sends bytes*m/p2, doubling the same
-  // back; small vectors send everything in log2 p2 steps.
+  // back; small vectors send everything in log2 p2 steps. Each step is an
+  // exchange: the pair's link carries data both ways.
   for (int m = 1; m < p2; m *= 2) {
-    const Link& l = t.between(g.rank(0), g.rank(std::min(m, p - 1)));
+    const Link& l = t.exchange(g.rank(0), g.rank(std::min(m, p - 1)));
     if (bytes <= kDoublingMaxBytes)
       total += l.time(bytes);
     else
@@ -127,6 +128,10 @@ const Link& ring_link(const Topology& t, const Group& g) {
   return h0 == h1 ? t.intra : t.inter;
 }
 
+const Link& one_way_link(const Topology& t, const Group& g) {
+  return t.one_way(g.rank(0), g.rank(g.count - 1));
+}
+
 double ring_half_time(const Topology& t, const Group& g, double bytes) {
   if (g.count <= 1) return 0;
   const Link& l = ring_link(t, g);
@@ -136,7 +141,7 @@ double ring_half_time(const Topology& t, const Group& g, double bytes) {
 double broadcast_time(const Topology& t, const Group& g, double bytes) {
   int rounds = 0;
   while ((1 << rounds) < g.count) ++rounds;
-  return rounds * ring_link(t, g).time(bytes);
+  return rounds * one_way_link(t, g).time(bytes);
 }
 
 double shard_reduce_scatter_time(const Topology& t, const Group& g,
@@ -154,7 +159,7 @@ double shard_gather_time(const Topology& t, const Group& g, const std::vector<do
     up = std::max(up, (g.count - 1) * b);
     least = std::min(least, b);
   }
-  const Link& l = ring_link(t, g);
+  const Link& l = one_way_link(t, g);
   return l.alpha + std::max(up, total - least) / l.bytes_per_s;
 }
 
@@ -181,28 +186,60 @@ double allreduce_time(const Topology& t, const Group& g, double bytes, Algo algo
   }
 }
 
-Link fit_ring(const nlohmann::json& j, const std::string& file) {
-  COHORT_INPUT_CHECK(j.is_object() && j.contains("sizes") && j.contains("world") &&
-                         j["sizes"].is_array() && j["sizes"].size() >= 2,
-                     file, ": not a `cohort bench comm` line with two or more sizes");
-  const double n = j["world"].get<double>();
-  COHORT_INPUT_CHECK(n >= 2, file, ": world must be at least 2");
-  // Latency from the smallest message, bandwidth from the largest: a least
-  // squares over sizes 4 B .. 256 MiB would let the large ones decide alpha.
+namespace {
+
+// t = a + b * bytes through a column's smallest and largest sizes. Latency
+// from the smallest message, bandwidth from the largest: a least squares
+// over sizes 4 B .. 256 MiB would let the large ones decide alpha.
+std::pair<double, double> endpoints(const nlohmann::json& j, const std::string& column,
+                                    const std::string& file) {
   double x0 = 1e300, y0 = 0, x1 = -1, y1 = 0;
   for (const auto& row : j["sizes"]) {
-    COHORT_INPUT_CHECK(row.contains("bytes") && row.contains("ring_us"), file,
-                       ": a size row lacks bytes or ring_us");
-    const double x = row["bytes"].get<double>(), y = row["ring_us"].get<double>() * 1e-6;
+    COHORT_INPUT_CHECK(row.contains("bytes") && row.contains(column), file,
+                       ": a size row lacks bytes or ", column);
+    const double x = row["bytes"].get<double>(), y = row[column].get<double>() * 1e-6;
     if (x < x0) x0 = x, y0 = y;
     if (x > x1) x1 = x, y1 = y;
   }
-  const double a = y0;
-  const double b = (y1 - y0) / (x1 - x0);
+  return {y0, (y1 - y0) / (x1 - x0)};
+}
+
+void check_bench_comm(const nlohmann::json& j, const std::string& file) {
+  COHORT_INPUT_CHECK(j.is_object() && j.contains("sizes") && j.contains("world") &&
+                         j["sizes"].is_array() && j["sizes"].size() >= 2,
+                     file, ": not a `cohort bench comm` line with two or more sizes");
+  COHORT_INPUT_CHECK(j["world"].get<double>() >= 2, file, ": world must be at least 2");
+}
+
+}  // namespace
+
+Link fit_ring(const nlohmann::json& j, const std::string& file) {
+  check_bench_comm(j, file);
+  const double n = j["world"].get<double>();
+  const auto [a, b] = endpoints(j, "ring_us", file);
   Link l;
   l.alpha = a / (2 * (n - 1));
   l.bytes_per_s = 2 * (n - 1) / n / b;
   return l;
+}
+
+std::optional<Link> fit_exchange(const nlohmann::json& j, const std::string& file) {
+  check_bench_comm(j, file);
+  const int n = j["world"].get<int>();
+  if ((n & (n - 1)) != 0 || !j["sizes"][0].contains("tree_us")) return std::nullopt;
+  int steps = 0;
+  while ((1 << steps) < n) ++steps;
+  const auto [a, b] = endpoints(j, "tree_us", file);
+  COHORT_INPUT_CHECK(b > 0, file, ": its tree times do not grow with the size");
+  return Link{a / steps, 2.0 * (n - 1) / n / b};
+}
+
+std::optional<Link> fit_one_way(const nlohmann::json& j, const std::string& file) {
+  check_bench_comm(j, file);
+  if (!j["sizes"][0].contains("p2p_us")) return std::nullopt;
+  const auto [a, b] = endpoints(j, "p2p_us", file);
+  COHORT_INPUT_CHECK(b > 0, file, ": its one-way times do not grow with the size");
+  return Link{a, 1 / b};
 }
 
 }  // namespace cohort::sim

@@ -6,6 +6,7 @@
 // next one).
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,31 @@ std::string describe_link(const Link& l);  // "10 Gbit/s, 5 us"
 struct Topology {
   int hosts = 1;
   int ranks_per_host = 1;
-  Link intra, inter;
+  Link intra, inter;  // per direction while both directions carry (a ring's steps)
+  // One-way messages (a pipeline's activations, a parameter server's
+  // pushes, ZeRO's owner-to-rank gathers), where measured apart
+  // (`bench comm`'s one-way column); unset: the same as intra, inter.
+  std::optional<Link> intra_one_way, inter_one_way;
+  // Pairwise exchanges between hosts (the tree's steps: both directions of
+  // a link carry data at once), where measured apart (`bench comm`'s tree
+  // column); unset: inter.
+  std::optional<Link> inter_exchange;
+  // What a message between hosts costs the cores when the hosts are
+  // namespaces of one machine (the kernel's TCP work on the ranks' own
+  // cores: `bench comm` over unshaped links); unset: intra's copy rate.
+  std::optional<Link> inter_cpu;
   int size() const { return hosts * ranks_per_host; }
   int host_of(int rank) const { return rank / ranks_per_host; }
   // The link between two ranks: intra on one host, inter otherwise.
   const Link& between(int a, int b) const { return host_of(a) == host_of(b) ? intra : inter; }
+  // The same for a message one way, and for a pairwise exchange.
+  const Link& one_way(int a, int b) const {
+    const auto& o = host_of(a) == host_of(b) ? intra_one_way : inter_one_way;
+    return o ? *o : between(a, b);
+  }
+  const Link& exchange(int a, int b) const {
+    return host_of(a) != host_of(b) && inter_exchange ? *inter_exchange : between(a, b);
+  }
 };
 
 // A group of ranks taking part in a collective: `count` ranks, consecutive
@@ -54,8 +75,10 @@ double ring_half_time(const Topology& t, const Group& g, double bytes);
 // MPI_Bcast of `bytes` over `g`: a binomial tree, ceil(log2 n) rounds of
 // the whole message over the slowest link.
 double broadcast_time(const Topology& t, const Group& g, double bytes);
-// The slowest link a ring over `g` crosses.
+// The slowest link a ring over `g` crosses (both directions at once), and
+// the slowest one a message one way between two of `g` crosses.
 const Link& ring_link(const Topology& t, const Group& g);
+const Link& one_way_link(const Topology& t, const Group& g);
 
 // ZeRO's collectives over the arena's blocks, as parallel/shards.cpp runs
 // them: `parts[k]` is the bytes of the range [b, e) that fall in rank k's
@@ -66,7 +89,8 @@ double shard_reduce_scatter_time(const Topology& t, const Group& g,
                                  const std::vector<double>& parts);
 // gather_range: each owner sends its part to every other rank at once (its
 // uplink carries p-1 copies) and each rank receives every part it lacks
-// (its downlink carries them): the busier of the two, plus one latency.
+// (its downlink carries them): the busier of the two, plus one latency, at
+// the one-way rate.
 double shard_gather_time(const Topology& t, const Group& g, const std::vector<double>& parts);
 // The bytes of elements [b, e) in each of `ranks` blocks of an arena of
 // `elements`, cut as parallel/shards.h's ShardLayout cuts it.
@@ -77,5 +101,12 @@ std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int rank
 // comm` JSON line's ring column: alpha = a / 2(N-1), bandwidth =
 // 2(N-1)/N / b. InputError naming the file for a line without sizes.
 Link fit_ring(const nlohmann::json& bench_comm, const std::string& file);
+// The same fit to the one-way column (p2p_us: t = alpha + bytes / bandwidth
+// directly); nullopt for a line without it (older `bench comm` output).
+std::optional<Link> fit_one_way(const nlohmann::json& bench_comm, const std::string& file);
+// The same fit to the tree column where the world is a power of two (its
+// steps are pairwise exchanges: small messages log2 N of them, large ones
+// 2(N-1)/N of the bytes each way); nullopt otherwise.
+std::optional<Link> fit_exchange(const nlohmann::json& bench_comm, const std::string& file);
 
 }  // namespace cohort::sim

@@ -18,10 +18,13 @@ struct Timeline {
 };
 
 // The topology as the cores see it: every message a copy at the intra-host
-// link's pace (what a rank's own cores spend on it, whatever the wire).
+// link's pace (what a rank's own cores spend on it, whatever the wire), or
+// between namespace hosts, the kernel's TCP work where measured (inter_cpu).
 Topology copying(const Topology& t) {
   Topology c = t;
-  c.inter = t.intra;
+  c.inter = t.inter_cpu ? *t.inter_cpu : t.intra;
+  c.inter_one_way = t.inter_cpu ? t.inter_cpu : t.intra_one_way;
+  c.inter_exchange.reset();
   return c;
 }
 
@@ -198,7 +201,7 @@ Prediction parameter_server(const Profile& p, const Plan& plan, const Topology& 
   double exchange = 0;  // one direction, all workers, the slowest server
   for (int j = 0; j < plan.servers; ++j) {
     double s = 0;
-    for (int w = 0; w < workers; ++w) s += t.between(w, workers + j).time(shard);
+    for (int w = 0; w < workers; ++w) s += t.one_way(w, workers + j).time(shard);
     exchange = std::max(exchange, s);
   }
   Prediction r;
@@ -208,7 +211,7 @@ Prediction parameter_server(const Profile& p, const Plan& plan, const Topology& 
     r.comm = 2 * exchange + opt;  // workers wait for the servers' step too
     r.step = r.compute + r.comm;
   } else {
-    const double own = 2 * t.between(0, workers).time(shard) + opt;
+    const double own = 2 * t.one_way(0, workers).time(shard) + opt;
     const double server = 2 * exchange + workers * opt;  // every push applied alone
     r.compute = compute;
     r.step = std::max(compute + own, server);
@@ -303,7 +306,7 @@ Timeline pipeline(const Profile& p, const Plan& plan, const Topology& t, double 
     }
     const double bytes = p.layers[cuts[size_t(s) + 1] - 1].out_bytes / 4 * plan.activation_bytes *
                          double(p.batch);
-    if (s + 1 < k) xfer[size_t(s)] = t.between(s, s + 1).time(bytes);
+    if (s + 1 < k) xfer[size_t(s)] = t.one_way(s, s + 1).time(bytes);
   }
   const auto real = run_schedule(fwd, bwd, xfer, m, plan.one_f_one_b);
   const auto ideal = run_schedule(fwd, bwd, none, m, plan.one_f_one_b);
@@ -469,6 +472,8 @@ Prediction predict(const Profile& prof, const Plan& plan, const Topology& t) {
   for (int it = 0; it < 40; ++it) {
     // Inside a host, messages are copies by the same cores: they slow alike.
     Topology slowed = t;
+    for (auto* l : {&slowed.intra_one_way, &slowed.inter_cpu})
+      if (*l) (*l)->alpha *= f, (*l)->bytes_per_s /= f;
     slowed.intra.alpha *= f;
     slowed.intra.bytes_per_s /= f;
     tl = predict_once(p, plan, slowed, f);

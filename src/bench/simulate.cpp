@@ -41,8 +41,11 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--ranks-per-host", c.ranks_per_host, "ranks on each host");
   app.add_option("--link", c.link, "between hosts: BW,LATENCY (10Gbit,20us; GB, MB, Mbit; ns, ms, s)");
   app.add_option("--intra", c.intra, "inside a host: BW,LATENCY");
-  app.add_option("--calibrate", c.calibrate, "a `cohort bench comm` output: fit --intra from its ring column");
-  app.add_option("--calibrate-inter", c.calibrate_inter, "a `cohort bench comm` output run between hosts: fit --link");
+  app.add_option("--calibrate", c.calibrate, "a `cohort bench comm` output: fit --intra from its ring column (and its one-way column, where it has one)");
+  app.add_option("--calibrate-cpu", c.calibrate_cpu,
+                 "a `cohort bench comm` output between namespace hosts over unshaped links: "
+                 "what a message between them costs the cores (with --hosts-per-machine)");
+  app.add_option("--calibrate-inter", c.calibrate_inter, "a `cohort bench comm` output run between hosts: fit --link (ring, one-way and tree columns)");
   app.add_option("--cores", c.plan.cores,
                  "compute units a host's ranks share (0: one per rank; this machine: about 1)");
   app.add_option("--contention", c.contention,
@@ -84,7 +87,7 @@ std::vector<int> parse_sweep(const std::string& s) {
 }
 
 // The last `cohort bench comm` JSON line of a file.
-sim::Link calibrated(const std::string& flag, const std::string& path) {
+nlohmann::json bench_comm_line(const std::string& flag, const std::string& path) {
   std::ifstream in(path);
   COHORT_INPUT_CHECK(in.good(), flag, " ", path, ": cannot read the file");
   nlohmann::json found;
@@ -97,7 +100,17 @@ sim::Link calibrated(const std::string& flag, const std::string& path) {
     }
   }
   COHORT_INPUT_CHECK(!found.is_null(), flag, " ", path, ": no `cohort bench comm` JSON line");
-  return sim::fit_ring(found, flag + " " + path);
+  return found;
+}
+
+// A link class fitted from a `bench comm` file: the ring column, the
+// one-way column and the tree's exchanges where the file has them.
+void calibrate(const std::string& flag, const std::string& path, sim::Link& ring,
+               std::optional<sim::Link>& one_way, std::optional<sim::Link>* exchange) {
+  const nlohmann::json j = bench_comm_line(flag, path);
+  ring = sim::fit_ring(j, flag + " " + path);
+  one_way = sim::fit_one_way(j, flag + " " + path);
+  if (exchange) *exchange = sim::fit_exchange(j, flag + " " + path);
 }
 
 // Flags into the plan and topology; InputError naming the flag at fault.
@@ -133,8 +146,15 @@ sim::Topology resolve(SimulateConfig& c) {
   t.ranks_per_host = c.ranks_per_host;
   t.inter = sim::parse_link("--link", c.link);
   t.intra = sim::parse_link("--intra", c.intra);
-  if (!c.calibrate.empty()) t.intra = calibrated("--calibrate", c.calibrate);
-  if (!c.calibrate_inter.empty()) t.inter = calibrated("--calibrate-inter", c.calibrate_inter);
+  if (!c.calibrate.empty()) calibrate("--calibrate", c.calibrate, t.intra, t.intra_one_way, nullptr);
+  if (!c.calibrate_inter.empty())
+    calibrate("--calibrate-inter", c.calibrate_inter, t.inter, t.inter_one_way, &t.inter_exchange);
+  if (!c.calibrate_cpu.empty()) {
+    COHORT_INPUT_CHECK(c.plan.hosts_per_machine > 1, "--calibrate-cpu: prices the kernel's TCP "
+                       "work between namespace hosts of one machine; give --hosts-per-machine too");
+    t.inter_cpu = sim::fit_ring(bench_comm_line("--calibrate-cpu", c.calibrate_cpu),
+                                "--calibrate-cpu " + c.calibrate_cpu);
+  }
   return t;
 }
 

@@ -46,6 +46,26 @@ TEST(SimComm, TreeIsRabenseifnersClosedForm) {
     const double want = 2.0 * std::log2(p) * alpha + 2.0 * (p - 1) / p * bytes / bw;
     EXPECT_NEAR(allreduce_time(t, Group{0, p, 1}, bytes, Algo::kTree), want, 1e-9 * want) << p;
   }
+  // Between hosts its steps are exchanges: the exchange link's figure where
+  // one was fitted (a ring there keeps the ring's).
+  Topology hosts = one_host(1, alpha, bw);
+  hosts.hosts = 4;
+  hosts.inter = {alpha, bw};
+  hosts.inter_exchange = Link{alpha, bw / 2};
+  const double ring = allreduce_time(hosts, Group{0, 4, 1}, bytes, Algo::kRing);
+  EXPECT_NEAR(ring, 6 * alpha + 1.5 * bytes / bw, 1e-9 * ring);
+  const double tree = allreduce_time(hosts, Group{0, 4, 1}, bytes, Algo::kTree);
+  EXPECT_NEAR(tree, 4 * alpha + 1.5 * bytes / (bw / 2), 1e-9 * tree);
+  // Fitted back from a bench comm line's tree column on 4 ranks.
+  nlohmann::json j = {{"event", "bench-comm"}, {"world", 4}, {"sizes", nlohmann::json::array()}};
+  for (double b : {4.0, 268435456.0})
+    j["sizes"].push_back({{"bytes", b}, {"ring_us", 1.0}, {"tree_us", 1e6 * (b <= 4 ? 2 * alpha
+                                                          : 4 * alpha + 1.5 * b / bw)}});
+  const auto fit = fit_exchange(j, "x");
+  ASSERT_TRUE(fit);
+  EXPECT_NEAR(fit->bytes_per_s, bw, 1e-3 * bw);
+  j["world"] = 3;
+  EXPECT_FALSE(fit_exchange(j, "x"));  // not a power of two: folds, not only exchanges
 }
 
 TEST(SimComm, ZeroCollectivesFollowTheArenasBlocks) {
@@ -94,6 +114,29 @@ TEST(SimComm, ParsesLinksAndFitsBenchComm) {
   const Link fit = fit_ring(j, "x");
   EXPECT_NEAR(fit.alpha, truth.alpha, 1e-3 * truth.alpha);
   EXPECT_NEAR(fit.bytes_per_s, truth.bytes_per_s, 1e-3 * truth.bytes_per_s);
+  EXPECT_FALSE(fit_one_way(j, "x"));  // an older line: no one-way column
+  // The one-way column is a message's own time: alpha + bytes / bandwidth.
+  const Link one{3e-6, 5e9};
+  for (auto& row : j["sizes"])
+    row["p2p_us"] = 1e6 * one.time(row["bytes"].get<double>());
+  const auto fit1 = fit_one_way(j, "x");
+  ASSERT_TRUE(fit1);
+  EXPECT_NEAR(fit1->alpha, one.alpha, 1e-3 * one.alpha);
+  EXPECT_NEAR(fit1->bytes_per_s, one.bytes_per_s, 1e-3 * one.bytes_per_s);
+}
+
+TEST(SimComm, OneWayMessagesUseTheOneWayLink) {
+  Topology t;
+  t.hosts = 2;
+  t.intra = {1e-6, 1e9};
+  t.inter = {1e-5, 1e8};
+  EXPECT_EQ(&t.one_way(0, 1), &t.inter);  // unset: the ring's figure
+  t.inter_one_way = Link{2e-5, 2e8};
+  EXPECT_DOUBLE_EQ(t.one_way(0, 1).bytes_per_s, 2e8);
+  EXPECT_DOUBLE_EQ(t.between(0, 1).bytes_per_s, 1e8);
+  // ZeRO's gather of a layer rank 0 owns whole: one message to rank 1.
+  EXPECT_DOUBLE_EQ(shard_gather_time(t, Group{0, 2, 1}, {4e6, 0}), 2e-5 + 4e6 / 2e8);
+  EXPECT_DOUBLE_EQ(broadcast_time(t, Group{0, 2, 1}, 4e6), 2e-5 + 4e6 / 2e8);
 }
 
 // K layers, each forward 1 s and backward 2 s at the profile's batch.
@@ -224,7 +267,15 @@ TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   two.hosts = 2;
   EXPECT_EQ(predict(p, plan, two).copies, 0.0);
   plan.hosts_per_machine = 2;
-  EXPECT_GT(predict(p, plan, two).copies, 0.0);
+  const double shm = predict(p, plan, two).copies;
+  EXPECT_GT(shm, 0.0);
+  // There, where the kernel's TCP work was measured (inter_cpu), the copies
+  // are priced at its rate: a tenth of the copy rate, ten times the busy time.
+  two.inter_cpu = Link{0, 1e5};
+  plan.cores = 0;  // no contention: compare the copies alone
+  const double tcp = predict(p, plan, two).copies;
+  two.inter_cpu.reset();
+  EXPECT_NEAR(tcp, 10 * predict(p, plan, two).copies, 1e-9 * tcp);
 }
 
 TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {

@@ -152,7 +152,8 @@ TEST(CommHierarchical, SumsOverPretendedHostLayouts) {
 
 // `cohort bench comm --ranks-per-host`: the hierarchical column is validated
 // against the closed form (the bench refuses to time a wrong sum) and auto
-// picks it for 1 MiB over 2 hosts x 2 ranks.
+// picks it for 1 MiB over 2 hosts x 2 ranks; the one-way column (checked
+// byte by byte before it is timed) goes from rank 0 to the other host's first rank.
 TEST(CommHierarchical, BenchCommMeasuresItOverAPretendedLayout) {
   Job j = mpirun(4,
                  "bench comm --ranks-per-host 2 --min-bytes 1048576 --max-bytes 1048576 "
@@ -160,7 +161,7 @@ TEST(CommHierarchical, BenchCommMeasuresItOverAPretendedLayout) {
                  COHORT_BIN);
   ASSERT_EQ(j.code, 0) << j.out;
   for (const char* want : {"\"hosts\":2,", "\"ranks_per_host\":\"2,2\"", "\"hierarchical_gbps\":",
-                           "\"auto_runs\":\"hierarchical\""})
+                           "\"auto_runs\":\"hierarchical\"", "\"p2p_gbps\":", "\"p2p_peer\":2"})
     EXPECT_NE(j.out.find(want), std::string::npos) << want << "\n" << j.out;
 }
 
