@@ -184,15 +184,18 @@ def cluster_measure(inputs, measured):
     `bench comm` run on the same cluster (the inter-host link's fit).
     Written to inputs/cluster.json ("comm": that run's file, inside inputs)."""
     runs = []
+    for hosts in CLUSTER_HOSTS:  # unshaped links: what TCP costs the cores (--calibrate-cpu)
+        name = cluster("up", str(hosts), "--slots", "1", "--rate", "none")
+        try:
+            cluster_comm(name, hosts, os.path.join(inputs, "comm-unshaped-%dhosts.jsonl" % hosts))
+        finally:
+            cluster("down", "--name", name)
     for link in CLUSTER_RATES:
         for hosts in CLUSTER_HOSTS:
             name = cluster("up", str(hosts), "--slots", "1", "--rate", link)
             try:
                 comm_file = os.path.join(inputs, "comm-%s-%dhosts.jsonl" % (link, hosts))
-                with open(comm_file, "w") as f:
-                    f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np",
-                                 str(hosts), BIN, "bench", "comm", "--peer", "none",
-                                 "--max-bytes", str(256 << 20), "--seconds", "0.03"]))
+                cluster_comm(name, hosts, comm_file)
                 for model in measured:
                     runs += cluster_model(model, name, link, hosts, comm_file)
             finally:
@@ -200,6 +203,14 @@ def cluster_measure(inputs, measured):
             with open(os.path.join(inputs, "cluster.json"), "w") as f:
                 json.dump(runs, f, indent=1)
     return runs
+
+
+def cluster_comm(name, hosts, path):
+    """`bench comm` across the cluster `name` (every column, one-way included) into path."""
+    with open(path, "w") as f:
+        f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
+                     "bench", "comm", "--peer", "none", "--max-bytes", str(256 << 20),
+                     "--seconds", "0.03"]))
 
 
 def cluster_model(model, name, link, hosts, comm_file):
@@ -227,8 +238,9 @@ def cluster_model(model, name, link, hosts, comm_file):
 def cluster_predict(runs, measured, inputs):
     """The cluster's rows: each run predicted with --hosts H --ranks-per-host 1
     --hosts-per-machine H (every namespace host is this machine), the link
-    fitted from its cluster's `bench comm` (--calibrate-inter) and the cores'
-    copy rate from this host's (--calibrate)."""
+    fitted from its cluster's `bench comm` (--calibrate-inter), the cores'
+    copy rate from this host's (--calibrate) and, where measured, TCP's cost
+    on the cores from an unshaped cluster's (--calibrate-cpu)."""
     rows = []
     for c in runs:
         model = c["model"]
@@ -236,6 +248,8 @@ def cluster_predict(runs, measured, inputs):
         mflags, batch, _ = MODELS[model]
         prof = os.path.join(inputs, "%s.json" % model)
         config = "%s, %d hosts at %s" % (c["config"], c["hosts"], c["link"])
+        cpu = os.path.join(inputs, "comm-unshaped-%dhosts.jsonl" % c["hosts"])
+        cpu = ["--calibrate-cpu", cpu] if os.path.exists(cpu) else []
         rows.append(predicted_row(
             model, config, c["hosts"], m, c["best"],
             lambda busy: last_json(run([
@@ -244,7 +258,8 @@ def cluster_predict(runs, measured, inputs):
                 "--ranks-per-host", "1", "--contention", m["contention"],
                 "--hosts-per-machine", str(c["hosts"]),
                 "--calibrate", os.path.join(inputs, "comm.jsonl"),
-                "--calibrate-inter", os.path.join(inputs, c["comm"]), *(["--busy-wait"] if busy else []),
+                "--calibrate-inter", os.path.join(inputs, c["comm"]), *cpu,
+                *(["--busy-wait"] if busy else []),
                 *c["flags"]]))))
     return rows
 
