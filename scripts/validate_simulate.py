@@ -109,10 +109,10 @@ def contention(model, mflags, batch, steps):
     return ",".join("%d:%.3f" % (k, max(1.0, alone / r)) for k, r in together.items()), alone
 
 
-def simulate(model, mflags, profile, ranks, flags, batch, curve, comm_file, busy):
+def simulate(model, mflags, profile, ranks, flags, batch, curve, comm_file):
     args = [BIN, "simulate", "--model", model, *mflags, "--compute", profile, "--batch",
             str(batch), "--hosts", "1", "--ranks-per-host", str(ranks), "--contention", curve,
-            "--calibrate", comm_file, *(["--busy-wait"] if busy else []), *flags]
+            "--calibrate", comm_file, *flags]
     return last_json(run(args))
 
 
@@ -140,7 +140,7 @@ def measure(model, inputs, comm_file):
     # measured one (the profile's best-of-8 per layer misses the step's own
     # overheads and the load other processes put here).
     single = rate(simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, curve,
-                           comm_file, False))
+                           comm_file))
     anchor = single / best["single"]
     with open(prof) as f:
         pj = json.load(f)
@@ -252,33 +252,31 @@ def cluster_predict(runs, measured, inputs):
         cpu = ["--calibrate-cpu", cpu] if os.path.exists(cpu) else []
         rows.append(predicted_row(
             model, config, c["hosts"], m, c["best"],
-            lambda busy: last_json(run([
+            lambda: last_json(run([
                 BIN, "simulate", "--model", model, *mflags, "--compute", prof,
                 "--batch", str(batch * c["mult"]), "--hosts", str(c["hosts"]),
                 "--ranks-per-host", "1", "--contention", m["contention"],
                 "--hosts-per-machine", str(c["hosts"]),
                 "--calibrate", os.path.join(inputs, "comm.jsonl"),
                 "--calibrate-inter", os.path.join(inputs, c["comm"]), *cpu,
-                *(["--busy-wait"] if busy else []),
-                *c["flags"]]))))
+                *c["flags"]])), cluster=True))
     return rows
 
 
-def predicted_row(model, config, ranks, m, best, predict):
+def predicted_row(model, config, ranks, m, best, predict, cluster=False):
     """A table row: the measured step (from `best` samples/s) beside
-    predict(busy_wait)'s step with yielding and with polling waits."""
+    predict()'s step (the model decides how waiting ranks use the cores)."""
     row = {"model": model, "config": config, "ranks": ranks, "cores": m["contention"],
-           "anchor": m["anchor"]}
-    for wait, busy in (("yielding", False), ("polling", True)):
-        pred = predict(busy)
-        samples = rate(pred) * pred["step_ms"] / 1e3
-        row["measured_step_ms"] = 1e3 * samples / best
-        row[wait] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms", "bubble_ms",
-                                          "contention")}
-        row[wait]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
-    print("  %-45s measured %9.1f ms  predicted %9.1f (yielding) %9.1f (polling)"
-          % (config, row["measured_step_ms"], row["yielding"]["step_ms"],
-             row["polling"]["step_ms"]), file=sys.stderr)
+           "anchor": m["anchor"], "cluster": cluster}
+    pred = predict()
+    samples = rate(pred) * pred["step_ms"] / 1e3
+    row["measured_step_ms"] = 1e3 * samples / best
+    row["predicted"] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms", "bubble_ms",
+                                             "contention")}
+    row["predicted"]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
+    print("  %-50s measured %9.1f ms  predicted %9.1f (%+.1f%%)"
+          % (config, row["measured_step_ms"], row["predicted"]["step_ms"],
+             100 * row["predicted"]["error"]), file=sys.stderr)
     return row
 
 
@@ -300,8 +298,8 @@ def predict_all(out_dir, inputs, measured):
                 continue
             rows.append(predicted_row(
                 model, name, ranks, m, m["best"][name],
-                lambda busy: simulate(model, mflags, prof, ranks, flags, batch * mult,
-                                      m["contention"], comm_file, busy)))
+                lambda: simulate(model, mflags, prof, ranks, flags, batch * mult,
+                                 m["contention"], comm_file)))
     cluster_file = os.path.join(inputs, "cluster.json")
     if os.path.exists(cluster_file):
         with open(cluster_file) as f:
@@ -348,20 +346,20 @@ def cluster_available():
 
 def write_table(out_dir, rows):
     with open(os.path.join(out_dir, "validation.md"), "w") as f:
-        f.write("| model | configuration | ranks | measured step ms | predicted, yielding waits | "
-                "error | predicted, polling waits | error | compute / comm / bubble ms (yielding)"
-                " | slow-down |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
+        f.write("| model | configuration | ranks | measured step ms | predicted step ms | error | "
+                "compute / comm / bubble ms | slow-down |\n|---|---|---:|---:|---:|---:|---|---:|\n")
         for r in rows:
-            y, p = r["yielding"], r["polling"]
-            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% | %.0f / %.0f / %.0f "
-                    "| x%.2f |\n"
-                    % (r["model"], r["config"], r["ranks"], r["measured_step_ms"], y["step_ms"],
-                       100 * y["error"], p["step_ms"], 100 * p["error"], y["compute_ms"],
-                       y["comm_ms"], y["bubble_ms"], y["contention"]))
-        for wait in ("yielding", "polling"):
-            within = sum(1 for r in rows if abs(r[wait]["error"]) <= 0.15)
-            f.write("\n%s waits: %d of %d configurations within 15%%." % (wait, within, len(rows)))
-        f.write("\n")
+            p = r["predicted"]
+            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.0f / %.0f / %.0f | x%.2f |\n"
+                    % (r["model"], r["config"], r["ranks"], r["measured_step_ms"], p["step_ms"],
+                       100 * p["error"], p["compute_ms"], p["comm_ms"], p["bubble_ms"],
+                       p["contention"]))
+        for label, part in (("one host", False), ("namespace cluster", True)):
+            some = [r for r in rows if r.get("cluster", False) == part]
+            within = sum(1 for r in some if abs(r["predicted"]["error"]) <= 0.15)
+            f.write("\n%s: %d of %d configurations within 15%%." % (label, within, len(some)))
+        within = sum(1 for r in rows if abs(r["predicted"]["error"]) <= 0.15)
+        f.write("\nall: %d of %d.\n" % (within, len(rows)))
 
 
 def plot(out_dir, rows):
@@ -373,12 +371,12 @@ def plot(out_dir, rows):
     for model in colours:
         pts = [r for r in rows if r["model"] == model]
         if pts:
-            ax.scatter([r["measured_step_ms"] for r in pts], [r["yielding"]["step_ms"] for r in pts],
-                       color=colours[model], marker="o", label=model + " (yielding waits)")
-            ax.scatter([r["measured_step_ms"] for r in pts], [r["polling"]["step_ms"] for r in pts],
-                       color=colours[model], marker="x", label=model + " (polling waits)")
-    every = [v for r in rows for v in (r["measured_step_ms"], r["yielding"]["step_ms"],
-                                         r["polling"]["step_ms"])]
+            for cluster, marker, where in ((False, "o", "one host"), (True, "x", "cluster")):
+                some = [r for r in pts if r.get("cluster", False) == cluster]
+                ax.scatter([r["measured_step_ms"] for r in some],
+                           [r["predicted"]["step_ms"] for r in some], color=colours[model],
+                           marker=marker, label="%s (%s)" % (model, where))
+    every = [v for r in rows for v in (r["measured_step_ms"], r["predicted"]["step_ms"])]
     lo, hi = min(every) * 0.7, max(every) * 1.4
     ax.plot([lo, hi], [lo, hi], color="#888888", linestyle=":", label="predicted = measured")
     ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="#888888",

@@ -462,8 +462,14 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, dou
 
 }  // namespace
 
-Prediction predict(const Profile& prof, const Plan& plan, const Topology& t) {
-  check_plan(plan, plan.parallel == "none" ? 1 : t.size());
+bool waits_hold_cores(const Plan& plan, const Topology& t) {
+  return plan.busy_wait || (plan.hosts_per_machine > 1 && t.hosts > 1 && t.ranks_per_host == 1);
+}
+
+Prediction predict(const Profile& prof, const Plan& given, const Topology& t) {
+  check_plan(given, given.parallel == "none" ? 1 : t.size());
+  Plan plan = given;
+  plan.busy_wait = waits_hold_cores(given, t);
   const Profile p = prof.batch == rows_per_pass(plan) ? prof : prof.at_batch(rows_per_pass(plan));
   // Ranks that share a host's cores slow each other in proportion to how
   // much of the step they compute at once: iterate to a fixed point.

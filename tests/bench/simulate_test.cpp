@@ -310,6 +310,16 @@ TEST(SimModel, PollingPipelineRanksHoldTheirCores) {
   EXPECT_NEAR(predict(uniform(2), plan, t).step, 6.0, 1e-9);
   plan.busy_wait = true;
   EXPECT_NEAR(predict(uniform(2), plan, t).step, 12.0, 1e-2);
+  // Two namespace hosts of one machine, a rank each: each host is its own
+  // scheduling group, so a waiting rank keeps its share as if it polled.
+  plan.busy_wait = false;
+  plan.hosts_per_machine = 2;
+  Topology two = one_host(1, 0, 1e30);
+  two.hosts = 2;
+  two.inter = two.intra;
+  EXPECT_TRUE(waits_hold_cores(plan, two));
+  EXPECT_NEAR(predict(uniform(2), plan, two).step, 12.0, 1e-2);
+  EXPECT_FALSE(waits_hold_cores(plan, one_host(2, 0, 1e30)));
 }
 
 TEST(SimModel, SyncParameterServerMovesEveryWorkersRange) {
