@@ -124,6 +124,8 @@ const char* algo_name(Algo a) {
 }
 
 const Link& ring_link(const Topology& t, const Group& g) {
+  // A ring of two is a pairwise exchange: each link carries data both ways.
+  if (g.count == 2) return t.exchange(g.rank(0), g.rank(1));
   const int h0 = t.host_of(g.rank(0)), h1 = t.host_of(g.rank(g.count - 1));
   return h0 == h1 ? t.intra : t.inter;
 }

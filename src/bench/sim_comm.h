@@ -75,8 +75,8 @@ double ring_half_time(const Topology& t, const Group& g, double bytes);
 // MPI_Bcast of `bytes` over `g`: a binomial tree, ceil(log2 n) rounds of
 // the whole message over the slowest link.
 double broadcast_time(const Topology& t, const Group& g, double bytes);
-// The slowest link a ring over `g` crosses (both directions at once), and
-// the slowest one a message one way between two of `g` crosses.
+// The slowest link a ring over `g` crosses (a ring of two: the exchange
+// figure), and the slowest one a message one way between two of `g` crosses.
 const Link& ring_link(const Topology& t, const Group& g);
 const Link& one_way_link(const Topology& t, const Group& g);
 

@@ -37,6 +37,14 @@ TEST(SimComm, RingAllreduceIsTheClosedForm) {
   t.hosts = 4;
   const double want = 2.0 * 7 / 8 * bytes / t.inter.bytes_per_s + 14 * t.inter.alpha;
   EXPECT_NEAR(allreduce_time(t, Group{0, 8, 1}, bytes, Algo::kRing), want, 1e-12 * want);
+  // A ring of two hosts is an exchange: the exchange figure where fitted;
+  // a ring of more keeps the ring's.
+  t.ranks_per_host = 1;
+  t.inter_exchange = Link{alpha, bw / 20};
+  const double two = 2.0 / 2 * bytes / (bw / 20) + 2 * alpha;
+  EXPECT_NEAR(allreduce_time(t, Group{0, 2, 1}, bytes, Algo::kRing), two, 1e-12 * two);
+  const double four = 2.0 * 3 / 4 * bytes / t.inter.bytes_per_s + 6 * t.inter.alpha;
+  EXPECT_NEAR(allreduce_time(t, Group{0, 4, 1}, bytes, Algo::kRing), four, 1e-12 * four);
 }
 
 TEST(SimComm, TreeIsRabenseifnersClosedForm) {
