@@ -337,11 +337,17 @@ TEST(SimModel, SyncParameterServerMovesEveryWorkersRange) {
   plan.parallel = "ps";
   plan.servers = 1;
   plan.batch = 8;
-  const Topology t = one_host(4, 1e-3, 1e6);  // 3 workers, 1 server
-  const double push = 3 * (1e-3 + 4.0 * 2000 / 1e6);
+  // 3 workers and the server on one host: the workers copy at once.
+  const Topology t = one_host(4, 1e-3, 1e6);
+  const double one = 1e-3 + 4.0 * 2000 / 1e6;
   const Prediction r = predict(p, plan, t);
-  EXPECT_NEAR(r.step, 6.0 + 2 * push + 0.5, 1e-9);
+  EXPECT_NEAR(r.step, 6.0 + 2 * one + 0.5, 1e-9);
   EXPECT_DOUBLE_EQ(r.samples, 3 * 8);
+  // A host each: the server's link carries the 3 ranges one after another.
+  Topology hosts = one_host(1, 1e-3, 1e6);
+  hosts.hosts = 4;
+  hosts.inter = {1e-3, 1e6};
+  EXPECT_NEAR(predict(p, plan, hosts).step, 6.0 + 2 * 3 * one + 0.5, 1e-9);
 }
 
 TEST(SimModel, ComputeFileRoundTrips) {
