@@ -33,6 +33,11 @@ bool one_machine(const Topology& t, const Plan& plan) {
   return t.hosts <= std::max(1, plan.hosts_per_machine);
 }
 
+// Ranks that share one machine's cores.
+int ranks_per_machine(const Plan& plan, const Topology& t) {
+  return t.ranks_per_host * std::min(t.hosts, std::max(1, plan.hosts_per_machine));
+}
+
 std::vector<int64_t> param_offsets(const Profile& p) {
   std::vector<int64_t> off = {0};
   for (const auto& l : p.layers) off.push_back(off.back() + l.params);
@@ -323,20 +328,31 @@ Timeline pipeline(const Profile& p, const Plan& plan, const Topology& t, double 
   // Tied parameters: every stage of a replica sums their gradient, after
   // its schedule, and receives the owner's stepped weights after the step
   // (Pipeline::sum_tied_grads, broadcast_tied_weights): both wait for all.
+  // These collectives and hybrid's all-reduces run after the schedule, on
+  // every rank of a machine at once: each lasts at least its copies' work
+  // (copying()) slowed by all those ranks copying together (the slow-down
+  // of the compute phase, f, already in t, taken back out).
+  const Topology cpu = copying(t);
+  const double crowd = slow_down(plan, double(std::min(k * d, ranks_per_machine(plan, t)))) / f;
+  auto phase = [&](auto time) { return std::max(time(t), crowd * time(cpu)); };
   const double tied = tied_bytes(p, k);
   const Group pipe{0, k, 1};
-  const double sum_tied = tied > 0 ? allreduce_time(t, pipe, tied, Algo::kAuto) : 0.0;
+  const double sum_tied =
+      tied > 0 ? phase([&](const Topology& l) { return allreduce_time(l, pipe, tied, Algo::kAuto); })
+               : 0.0;
   const double last = *std::max_element(real.begin(), real.end());
   double step = 0;
   int critical = 0;
   std::vector<double> ends(static_cast<size_t>(k));
   for (int s = 0; s < k; ++s) {
-    const double reduce = allreduce_time(t, Group{s, d, k}, 4.0 * double(params[size_t(s)]), plan.algo);
+    const double reduce = phase([&](const Topology& l) {
+      return allreduce_time(l, Group{s, d, k}, 4.0 * double(params[size_t(s)]), plan.algo);
+    });
     const double opt = p.optimizer * f * double(params[size_t(s)]) / double(std::max<int64_t>(1, p.params()));
     ends[size_t(s)] = (tied > 0 ? last + sum_tied : real[size_t(s)]) + reduce + opt;
     if (ends[size_t(s)] > step) step = ends[size_t(s)], critical = s;
   }
-  if (tied > 0) step += broadcast_time(t, pipe, tied);
+  if (tied > 0) step += phase([&](const Topology& l) { return broadcast_time(l, pipe, tied); });
   const int s = critical;
   const double compute = m * (fwd[size_t(s)] + bwd[size_t(s)]) +
                          p.optimizer * f * double(params[size_t(s)]) / double(std::max<int64_t>(1, p.params()));

@@ -188,6 +188,17 @@ TEST(SimModel, PipelineSyncsTiedParametersAcrossStages) {
   const double bytes = 4e6, ring = 2 * (1e-3 + bytes / 2 / 1e9), bcast = 1e-3 + bytes / 1e9;
   EXPECT_NEAR(before, 15.0 + 4 * 1e-3, 1e-9);  // 3 (M + K - 1) s and 4 hops' latency
   EXPECT_NEAR(predict(p, plan, t).step, before + ring + bcast, 1e-9);
+  // Ranks that hold their cores (busy-wait) on one host whose 2 ranks run
+  // 3x slower together: the schedule and the tie's copies slow alike (every
+  // rank copies at once after the schedule), so the tie costs 3x its time.
+  plan.busy_wait = true;
+  plan.contention = {{2.0, 3.0}};
+  Profile slow = uniform(2);
+  const double alone = predict(slow, plan, t).step;
+  slow.ties.push_back({1, 0, 1000000});
+  EXPECT_NEAR(predict(slow, plan, t).step - alone, 3 * (ring + bcast), 1e-9);
+  plan.busy_wait = false;
+  plan.contention.clear();
   plan.parallel = "dp";  // one arena copy per rank: nothing extra
   plan.batch = 8;
   Profile q = uniform(2);
