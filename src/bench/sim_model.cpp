@@ -28,6 +28,17 @@ Topology copying(const Topology& t) {
   return c;
 }
 
+// What each message costs the cores while ranks contend (f): a copy in
+// shared memory is the same work however long it waits for a core (from
+// the unslowed links), while TCP's work between namespace hosts grows with
+// the contention (from the slowed ones: a 4-host ring over unshaped links
+// on 2 cores ran at 0.80 GB/s, a 2-host one at 2.3).
+Topology cores_work(const Topology& t, const Topology& slowed) {
+  Topology c = copying(t);
+  if (slowed.inter_cpu) c.inter = *slowed.inter_cpu, c.inter_one_way = slowed.inter_cpu;
+  return c;
+}
+
 // Every rank on one machine: one host, or namespace hosts of one machine.
 bool one_machine(const Topology& t, const Plan& plan) {
   return t.hosts <= std::max(1, plan.hosts_per_machine);
@@ -91,13 +102,12 @@ double reduce_scatter_range(const Topology& t, const Group& g, int64_t b, int64_
 // dp and ZeRO 1-2: forward, backward with each bucket's collective queued
 // as backward produces it, then the optimizer (x opt_share) and an
 // all-gather of the updated parameters when the optimizer is sharded.
-Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, const Group& g,
-                         double f, CollectiveTime reduce, Algo algo, double opt_share,
-                         bool gather_after, bool reduce_every_micro) {
+Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
+                         const Group& g, double f, CollectiveTime reduce, Algo algo,
+                         double opt_share, bool gather_after, bool reduce_every_micro) {
   const double fwd = p.forward() * f, bwd = p.backward() * f;
   const auto off = param_offsets(p);
   const auto bk = buckets(p.params(), plan.bucket_mb);
-  const Topology cpu = copying(t);
   double clock = 0, exposed = 0, moved = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
@@ -134,10 +144,10 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // layer inside one rank's block is sent whole by that rank to every other.
 // Each gather lands in pages released after the layer's last use: refilling
 // them (Profile::refill) is the rank's own CPU work, on its compute's clock.
-Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Group& g, double f) {
+Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
+                 const Group& g, double f) {
   const size_t n = p.layers.size();
   std::vector<double> gather(n), fill(n), copy(n);
-  const Topology cpu = copying(t);
   const auto off = param_offsets(p);
   const int64_t total = p.params();
   for (size_t i = 0; i < n; ++i) {
@@ -444,25 +454,28 @@ void check_plan(const Plan& plan, int world) {
 
 namespace {
 
-Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, double f) {
+// t: the links as slowed by contention f; cpu: what each message costs the
+// cores (cores_work()).
+Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
+                      double f) {
   const int world = t.size();
   const Group all{0, world, 1};
   Timeline r;
   const std::string& s = plan.parallel;
   if (s == "none") {
-    r.p = data_parallel(p, plan, t, Group{0, 1, 1}, f, allreduce_range, plan.algo, 1, false, false);
+    r.p = data_parallel(p, plan, t, cpu, Group{0, 1, 1}, f, allreduce_range, plan.algo, 1, false, false);
     r.p.samples = double(plan.batch) * plan.accumulate;
   } else if (s == "dp") {
-    r.p = data_parallel(p, plan, t, all, f, allreduce_range, plan.algo, 1, false, false);
+    r.p = data_parallel(p, plan, t, cpu, all, f, allreduce_range, plan.algo, 1, false, false);
     r.p.samples = double(plan.batch) * plan.accumulate * world;
   } else if (s == "zero") {
     if (plan.zero_stage == 1)
-      r.p = data_parallel(p, plan, t, all, f, allreduce_range, Algo::kRing, 1.0 / world, true, false);
+      r.p = data_parallel(p, plan, t, cpu, all, f, allreduce_range, Algo::kRing, 1.0 / world, true, false);
     else if (plan.zero_stage == 2)
-      r.p = data_parallel(p, plan, t, all, f, reduce_scatter_range, Algo::kRing, 1.0 / world, true,
+      r.p = data_parallel(p, plan, t, cpu, all, f, reduce_scatter_range, Algo::kRing, 1.0 / world, true,
                           true);
     else
-      r.p = zero3(p, plan, t, all, f);
+      r.p = zero3(p, plan, t, cpu, all, f);
     r.p.samples = double(plan.batch) * plan.accumulate * world;
   } else if (s == "ps") {
     r.p = parameter_server(p, plan, t, f, r.busy);
@@ -506,7 +519,7 @@ Prediction predict(const Profile& prof, const Plan& given, const Topology& t) {
       if (*l) (*l)->alpha *= f, (*l)->bytes_per_s /= f;
     slowed.intra.alpha *= f;
     slowed.intra.bytes_per_s /= f;
-    tl = predict_once(p, plan, slowed, f);
+    tl = predict_once(p, plan, slowed, cores_work(t, slowed), f);
     if (plan.cores <= 0 && plan.contention.empty()) break;
     double worst = 0;
     const int per_machine = std::max(1, plan.hosts_per_machine);

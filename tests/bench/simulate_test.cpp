@@ -259,10 +259,11 @@ TEST(SimModel, RanksSharingCoresSlowEachOther) {
 TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   // dp on one host, 2 ranks on 2 cores, three 1 MiB buckets of c/3 s each,
   // overlapped with backward (2 s a layer): only the first layer's bucket
-  // shows. dp's ranks run in lock-step, so both compute at once, and each
-  // one's communication thread copies for all c during that 9 s (done by
-  // the same cores, slowed alike): 2 (1 + c/9) cores busy on 2 cores, so
-  // f = 1 + c/9 and step = (9 + c/3) f.
+  // shows. dp's ranks run in lock-step, so both compute at once (9 f s),
+  // and each one's communication thread copies for c core-seconds during it
+  // (the same work however the contention stretches it): 2 (1 + c/(9 f))
+  // cores busy on 2 cores, so f = 1 + c/(9 f), f = (1 + sqrt(1 + 4c/9)) / 2,
+  // and step = (9 + c/3) f (the exposed bucket's copy slowed alike).
   Profile p = uniform(3, (1 << 20) / 4);
   p.optimizer = 0;
   Plan plan;
@@ -273,8 +274,8 @@ TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   const Topology t = one_host(2, 0, 1e6);
   const double c = 3 * allreduce_time(t, Group{0, 2, 1}, 1 << 20, Algo::kRing);
   const Prediction r = predict(p, plan, t);
-  EXPECT_NEAR(r.contention, 1 + c / 9, 1e-3);
-  EXPECT_NEAR(r.copies, c * r.contention, 1e-3);
+  EXPECT_NEAR(r.contention, (1 + std::sqrt(1 + 4 * c / 9)) / 2, 1e-3);
+  EXPECT_NEAR(r.copies, c, 1e-9);
   EXPECT_NEAR(r.step, (9 + c / 3) * r.contention, 1e-3);
   // Without overlap the threads copy after compute, while the ranks wait.
   plan.overlap = false;
@@ -295,6 +296,13 @@ TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   const double tcp = predict(p, plan, two).copies;
   two.inter_cpu.reset();
   EXPECT_NEAR(tcp, 10 * predict(p, plan, two).copies, 1e-9 * tcp);
+  // TCP's work grows with the contention (a shared-memory copy's does
+  // not, above): with the ranks f times slower together, f times the busy time.
+  plan.contention = {{2.0, 3.0}};
+  two.inter_cpu = Link{0, 1e5};
+  const Prediction crowded = predict(p, plan, two);
+  EXPECT_GT(crowded.contention, 1.5);
+  EXPECT_NEAR(crowded.copies, crowded.contention * tcp, 1e-9 * crowded.copies);
 }
 
 TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
