@@ -371,9 +371,11 @@ Timeline pipeline(const Profile& p, const Plan& plan, const Topology& t, double 
   r.p.bubble = std::max(0.0, ideal[size_t(s)] - m * (fwd[size_t(s)] + bwd[size_t(s)]));
   r.p.comm = std::max(0.0, step - compute - r.p.bubble);
   r.p.samples = double(plan.batch) * d;
+  // A stage waits for its input politely (Pipeline's receives nap in
+  // comm::wait_yielding), so it holds a core for its compute only.
   for (int rank = 0; rank < k * d; ++rank) {
     const int st = rank % k;
-    r.busy[size_t(rank)] = plan.busy_wait ? 1.0 : m * (fwd[size_t(st)] + bwd[size_t(st)]) / step;
+    r.busy[size_t(rank)] = m * (fwd[size_t(st)] + bwd[size_t(st)]) / step;
   }
   return r;
 }
