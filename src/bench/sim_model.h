@@ -71,7 +71,8 @@ double slow_down(const Plan& plan, double together);
 // the groups: a rank that waits by yielding (mpi_yield_when_idle) keeps its
 // group's share. Measured on a 4-host cluster on 2 cores: 2 ranks computing
 // while 2 wait in MPI_Recv took 8.3 s for 4.1 s of work (5.1 s with
-// autogroup off; 4.1 s with the 4 ranks on one host).
+// autogroup off; 4.1 s with the 4 ranks on one host). Waits that nap
+// (comm::wait_yielding: ZeRO 2-3, pipeline receives) never hold a core.
 bool waits_hold_cores(const Plan& plan, const Topology& t);
 
 // Ranks a plan runs on (its --stages x --dp, or the topology's size).
