@@ -244,14 +244,14 @@ def cluster_predict(runs, measured, inputs):
     copy rate from this host's (--calibrate) and, where measured, TCP's cost
     on the cores from an unshaped cluster's (--calibrate-cpu)."""
     rows = []
+    cpu = os.path.join(inputs, "comm-unshaped-2hosts.jsonl")
+    cpu = ["--calibrate-cpu", cpu] if os.path.exists(cpu) else []
     for c in runs:
         model = c["model"]
         m = measured[model]
         mflags, batch, _ = MODELS[model]
         prof = os.path.join(inputs, "%s.json" % model)
         config = "%s, %d hosts at %s" % (c["config"], c["hosts"], c["link"])
-        cpu = os.path.join(inputs, "comm-unshaped-2hosts.jsonl")
-        cpu = ["--calibrate-cpu", cpu] if os.path.exists(cpu) else []
         rows.append(predicted_row(
             model, config, c["hosts"], m, c["best"],
             lambda: last_json(run([
@@ -356,12 +356,12 @@ def write_table(out_dir, rows):
                     % (r["model"], r["config"], r["ranks"], r["measured_step_ms"], p["step_ms"],
                        100 * p["error"], p["compute_ms"], p["comm_ms"], p["bubble_ms"],
                        p["contention"]))
+        def within(some):
+            return sum(1 for r in some if abs(r["predicted"]["error"]) <= 0.15)
         for label, part in (("one host", False), ("namespace cluster", True)):
             some = [r for r in rows if r.get("cluster", False) == part]
-            within = sum(1 for r in some if abs(r["predicted"]["error"]) <= 0.15)
-            f.write("\n%s: %d of %d configurations within 15%%." % (label, within, len(some)))
-        within = sum(1 for r in rows if abs(r["predicted"]["error"]) <= 0.15)
-        f.write("\nall: %d of %d.\n" % (within, len(rows)))
+            f.write("\n%s: %d of %d configurations within 15%%." % (label, within(some), len(some)))
+        f.write("\nall: %d of %d.\n" % (within(rows), len(rows)))
 
 
 def plot(out_dir, rows):

@@ -80,6 +80,16 @@ void validate(Communicator& c, float* v, int64_t n, const Column& col) {
                                  "); not timing it"));
 }
 
+// Calls per timed batch for a call of `one` seconds, and how many batches:
+// batches sized to the budget; calls far over it (hundreds of MiB) are few
+// and steady, so 3 batches do.
+int batch_calls(double budget, double one) {
+  return int(std::clamp(budget / std::max(one, 1e-7), 1.0, 1e5));
+}
+int batch_count(double budget, double slowest, const CommBenchConfig& cfg) {
+  return slowest > 4 * budget ? std::min(cfg.repeats, 3) : cfg.repeats;
+}
+
 // Seconds per all-reduce for each column: the fastest of cfg.repeats
 // batches, each batch's time the slowest rank's. The columns' batches take
 // turns, so a burst of load from elsewhere on the machine hits them alike.
@@ -102,11 +112,10 @@ std::vector<double> time_columns(Communicator& c, float* v, int64_t n, const Com
       for (int i = 0; i < 3; ++i) c.allreduce(v, n, ReduceOp::kSum, kColumns[k].algo);
       one = max_over_ranks(c, t.seconds() / 3);
     }
-    iters[k] = int(std::clamp(budget / std::max(one, 1e-7), 1.0, 1e5));
+    iters[k] = batch_calls(budget, one);
     slowest = std::max(slowest, one);
   }
-  // Calls far over the batch budget (hundreds of MiB) are few and steady.
-  const int repeats = slowest > 4 * budget ? std::min(cfg.repeats, 3) : cfg.repeats;
+  const int repeats = batch_count(budget, slowest, cfg);
   std::vector<double> best(kCols, std::numeric_limits<double>::infinity());
   for (int rep = 0; rep < repeats; ++rep)
     for (size_t k = 0; k < kCols; ++k) {
@@ -164,10 +173,9 @@ double time_one_way(Communicator& c, float* v, int64_t bytes, const CommBenchCon
                                peer, " arrived wrong; not timing it"));
   const double budget = cfg.seconds / cfg.repeats;
   const double one = one_way_batch(c, buf, bytes, peer, 1);
-  const int iters = int(std::clamp(budget / std::max(one, 1e-7), 1.0, 1e5));
-  const int repeats = one > 4 * budget ? std::min(cfg.repeats, 3) : cfg.repeats;
+  const int iters = batch_calls(budget, one);
   double best = one;
-  for (int rep = 0; rep < repeats; ++rep)
+  for (int rep = 0; rep < batch_count(budget, one, cfg); ++rep)
     best = std::min(best, one_way_batch(c, buf, bytes, peer, iters));
   return best;
 }

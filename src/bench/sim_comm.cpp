@@ -24,6 +24,13 @@ std::pair<double, std::string> number_unit(const std::string& flag, const std::s
   return {v, s.substr(used)};
 }
 
+// The rounds of a binomial tree over n ranks: ceil(log2 n).
+int rounds(int n) {
+  int r = 0;
+  while ((1 << r) < n) ++r;
+  return r;
+}
+
 // Cohort's tree (comm/tree.cpp) exchanges whole vectors at or below this.
 constexpr double kDoublingMaxBytes = 2048;
 constexpr double kTreeMaxBytes = 256 * 1024;  // comm::choose_algorithm's switch to the ring
@@ -141,9 +148,7 @@ double ring_half_time(const Topology& t, const Group& g, double bytes) {
 }
 
 double broadcast_time(const Topology& t, const Group& g, double bytes) {
-  int rounds = 0;
-  while ((1 << rounds) < g.count) ++rounds;
-  return rounds * one_way_link(t, g).time(bytes);
+  return rounds(g.count) * one_way_link(t, g).time(bytes);
 }
 
 double shard_reduce_scatter_time(const Topology& t, const Group& g,
@@ -229,11 +234,9 @@ std::optional<Link> fit_exchange(const nlohmann::json& j, const std::string& fil
   check_bench_comm(j, file);
   const int n = j["world"].get<int>();
   if ((n & (n - 1)) != 0 || !j["sizes"][0].contains("tree_us")) return std::nullopt;
-  int steps = 0;
-  while ((1 << steps) < n) ++steps;
   const auto [a, b] = endpoints(j, "tree_us", file);
   COHORT_INPUT_CHECK(b > 0, file, ": its tree times do not grow with the size");
-  return Link{a / steps, 2.0 * (n - 1) / n / b};
+  return Link{a / rounds(n), 2.0 * (n - 1) / n / b};
 }
 
 std::optional<Link> fit_one_way(const nlohmann::json& j, const std::string& file) {

@@ -517,10 +517,10 @@ Prediction predict(const Profile& prof, const Plan& given, const Topology& t) {
   for (int it = 0; it < 40; ++it) {
     // Inside a host, messages are copies by the same cores: they slow alike.
     Topology slowed = t;
+    auto slow = [f](Link& l) { l.alpha *= f, l.bytes_per_s /= f; };
+    slow(slowed.intra);
     for (auto* l : {&slowed.intra_one_way, &slowed.inter_cpu})
-      if (*l) (*l)->alpha *= f, (*l)->bytes_per_s /= f;
-    slowed.intra.alpha *= f;
-    slowed.intra.bytes_per_s /= f;
+      if (*l) slow(**l);
     tl = predict_once(p, plan, slowed, cores_work(t, slowed), f);
     if (plan.cores <= 0 && plan.contention.empty()) break;
     double worst = 0;

@@ -96,8 +96,6 @@ double time_refill() {
   return best / double(bytes);
 }
 
-// Names, parameters, activation bytes and FLOPs of the model's top-level
-// layers (times left at 0).
 // The top-level layer holding parameter offset `at` (the arena's order).
 size_t layer_at(nn::Sequential& layers, int64_t at) {
   size_t i = 0;
@@ -121,6 +119,8 @@ std::vector<Profile::Tie> describe_ties(nn::Model& model) {
   return ties;
 }
 
+// Names, parameters, activation bytes and FLOPs of the model's top-level
+// layers (times left at 0), and its ties.
 Profile describe_layers(nn::Model& model, const std::string& name, int64_t batch) {
   Profile p;
   p.model = name;
