@@ -16,8 +16,8 @@ Then, where `scripts/cluster.sh check` passes (root, ip netns; CLUSTER=0
 skips it): a namespace cluster of 2 and 4 hosts (one rank each) at 1 and
 10 Gbit/s, each configuration of CLUSTER_CONFIGS measured under the
 cluster's mpirun and predicted with --hosts H --ranks-per-host 1 and the
-inter-host link fitted from a `bench comm` run on that cluster
-(--calibrate-inter). CLUSTER_ONLY=1 measures only the cluster, with the
+inter-host link fitted from COMM_REPS (3) `bench comm` runs on that cluster
+(--calibrate-inter: each size's median). CLUSTER_ONLY=1 measures only the cluster, with the
 profiles already in OUT/inputs; REPREDICT=1 measures nothing.
 
 Writes OUT/validation.md, OUT/validation.json and OUT/predicted_vs_measured.png.
@@ -160,6 +160,7 @@ def measure(model, inputs, comm_file):
 CLUSTER_RATES = os.environ.get("CLUSTER_RATES", "1gbit,10gbit").split(",")
 CLUSTER_HOSTS = [int(h) for h in os.environ.get("CLUSTER_HOSTS", "2,4").split(",")]
 CLUSTER_REPS = int(os.environ.get("CLUSTER_REPS", "1"))
+COMM_REPS = int(os.environ.get("COMM_REPS", "3"))
 CLUSTER_CONFIGS = {
     2: [("dp ring", ["--parallel", "dp", "--allreduce", "ring"], 1),
         ("zero-1", ["--parallel", "zero", "--zero-stage", "1"], 1),
@@ -208,11 +209,15 @@ def cluster_measure(inputs, measured):
 
 
 def cluster_comm(name, hosts, path):
-    """`bench comm` across the cluster `name` (every column, one-way included) into path."""
+    """COMM_REPS `bench comm` runs across the cluster `name` (every column,
+    one-way included) into path, one JSON line each: `cohort simulate` fits
+    each size's median over them (exchanges over the shaped links run at
+    80 or 120 MB/s at 1 Gbit/s from one run to the next)."""
     with open(path, "w") as f:
-        f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
-                     "bench", "comm", "--peer", "none", "--max-bytes", str(256 << 20),
-                     "--seconds", "0.03"]))
+        for _ in range(COMM_REPS):
+            f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
+                         "bench", "comm", "--peer", "none", "--max-bytes", str(256 << 20),
+                         "--seconds", "0.03"]))
 
 
 def cluster_model(model, name, link, hosts, comm_file):

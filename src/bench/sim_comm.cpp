@@ -247,4 +247,31 @@ std::optional<Link> fit_one_way(const nlohmann::json& j, const std::string& file
   return Link{a, 1 / b};
 }
 
+nlohmann::json median_bench_comm(const std::vector<nlohmann::json>& lines, const std::string& file) {
+  COHORT_INPUT_CHECK(!lines.empty(), file, ": no `cohort bench comm` JSON line");
+  for (const auto& j : lines) check_bench_comm(j, file);
+  nlohmann::json out = lines.front();
+  for (const auto& j : lines)
+    COHORT_INPUT_CHECK(j["world"] == out["world"] && j["sizes"].size() == out["sizes"].size(), file,
+                       ": its `bench comm` lines differ in world or sizes");
+  for (size_t i = 0; i < out["sizes"].size(); ++i) {
+    auto& row = out["sizes"][i];
+    for (auto& [key, value] : row.items()) {
+      if (key.size() < 3 || key.compare(key.size() - 3, 3, "_us") != 0 || !value.is_number())
+        continue;
+      std::vector<double> v;
+      for (const auto& j : lines) {
+        const auto& other = j["sizes"][i];
+        COHORT_INPUT_CHECK(other["bytes"] == row["bytes"], file,
+                           ": its `bench comm` lines differ in sizes");
+        if (other.contains(key) && other[key].is_number()) v.push_back(other[key].get<double>());
+      }
+      std::sort(v.begin(), v.end());
+      const size_t m = v.size() / 2;
+      value = v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+    }
+  }
+  return out;
+}
+
 }  // namespace cohort::sim

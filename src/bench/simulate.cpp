@@ -86,21 +86,21 @@ std::vector<int> parse_sweep(const std::string& s) {
   return v;
 }
 
-// The last `cohort bench comm` JSON line of a file.
+// A file's `cohort bench comm` JSON lines as one: per size and column, the
+// median over the lines (one line: itself).
 nlohmann::json bench_comm_line(const std::string& flag, const std::string& path) {
   std::ifstream in(path);
   COHORT_INPUT_CHECK(in.good(), flag, " ", path, ": cannot read the file");
-  nlohmann::json found;
+  std::vector<nlohmann::json> found;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] != '{') continue;
     try {
       auto j = nlohmann::json::parse(line);
-      if (j.value("event", "") == "bench-comm") found = j;
+      if (j.value("event", "") == "bench-comm") found.push_back(std::move(j));
     } catch (const nlohmann::json::exception&) {
     }
   }
-  COHORT_INPUT_CHECK(!found.is_null(), flag, " ", path, ": no `cohort bench comm` JSON line");
-  return found;
+  return sim::median_bench_comm(found, flag + " " + path);
 }
 
 // A link class fitted from a `bench comm` file: the ring column, the

@@ -180,6 +180,8 @@ Hierarchy& Communicator::hierarchy() {
   h->cross = split(h->local->rank(), rank());
   h->local->set_timeout(timeout_);
   h->cross->set_timeout(timeout_);
+  h->local->set_polite(polite_);
+  h->cross->set_polite(polite_);
   hierarchy_ = std::move(h);
   return *hierarchy_;
 }
@@ -231,7 +233,10 @@ void idle(int round) {
     sched_yield();
     return;
   }
-  std::this_thread::sleep_for(std::chrono::microseconds(50));
+  // Naps grow with the wait: 50 us for the first ~2 ms, then up to 1 ms.
+  const int naps = round - 256;
+  const int us = naps < 40 ? 50 : naps < 100 ? 200 : 1000;
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 
 void wait_yielding(const Communicator& c, Request& r) {

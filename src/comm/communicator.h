@@ -117,6 +117,13 @@ class Communicator {
   // hierarchy's communicators follow it.
   virtual void set_timeout(double seconds);
   double timeout() const { return timeout_; }
+  // Blocking calls wait by polling with naps (as wait_yielding does) instead
+  // of spinning in the library: for ranks that idle while others on their
+  // cores compute (a pipeline's stages; with namespace hosts each rank is its
+  // own scheduling group, and a spinning one keeps its share of the cores).
+  // split() copies it.
+  void set_polite(bool v) { polite_ = v; }
+  bool polite() const { return polite_; }
   // Horovod's stall check: every rank announces it reached `what`; rank 0
   // waits up to the timeout and, if some never arrive, throws CommError
   // naming them ("ranks 2, 3 did not reach 'step 12' within 30 s").
@@ -141,6 +148,7 @@ class Communicator {
   // default puts every rank on one host (in-process communicators).
   virtual int host_key() { return 0; }
   double timeout_ = 0;
+  bool polite_ = false;
 
  private:
   void allreduce_bf16(BF16* data, int64_t n, ReduceOp op, Algorithm algo);

@@ -105,6 +105,10 @@ Pipeline::Pipeline(comm::Communicator& world, nn::Model& model, Optimizer& opt,
   if (cfg_.dp > 1) {
     pipe_ = world.split(replica, stage_);
     dp_ = world.split(stage_, replica);
+    // A stage idles while the others compute: its all-reduces, tied sums and
+    // broadcasts wait politely, as its receives do.
+    pipe_->set_polite(true);
+    dp_->set_polite(true);
   }
   // The dropout masks differ per replica, as under data parallelism.
   rng_ = Rng(seed ^ 0x5eedull ^ (uint64_t(replica) * 0x9e3779b97f4a7c15ull));

@@ -162,7 +162,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void send(const void* buf, size_t bytes, int dst, int tag) override {
-    if (timeout_ <= 0 && bytes <= kMaxMessage) {
+    if (blocking() && bytes <= kMaxMessage) {
       COHORT_MPI(MPI_Send(buf, int(bytes), MPI_BYTE, dst, tag, comm_));
       return;
     }
@@ -172,7 +172,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void recv(void* buf, size_t bytes, int src, int tag) override {
-    if (timeout_ <= 0 && bytes <= kMaxMessage) {
+    if (blocking() && bytes <= kMaxMessage) {
       COHORT_MPI(MPI_Recv(buf, int(bytes), MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE));
       return;
     }
@@ -201,7 +201,7 @@ class MpiCommunicator final : public Communicator {
 
   void sendrecv(const void* sbuf, size_t sbytes, int dst, void* rbuf, size_t rbytes, int src,
                 int tag) override {
-    if (timeout_ <= 0 && sbytes <= kMaxMessage && rbytes <= kMaxMessage) {
+    if (blocking() && sbytes <= kMaxMessage && rbytes <= kMaxMessage) {
       COHORT_MPI(MPI_Sendrecv(sbuf, int(sbytes), MPI_BYTE, dst, tag, rbuf, int(rbytes), MPI_BYTE,
                               src, tag, comm_, MPI_STATUS_IGNORE));
       return;
@@ -220,7 +220,7 @@ class MpiCommunicator final : public Communicator {
     for (size_t off = 0; off < bytes; off += kMaxMessage) {
       const int k = int(std::min(kMaxMessage, bytes - off));
       char* p = static_cast<char*>(data) + off;
-      if (timeout_ <= 0) {
+      if (blocking()) {
         COHORT_MPI(MPI_Bcast(p, k, MPI_BYTE, root, comm_));
       } else {
         reqs.emplace_back();
@@ -232,7 +232,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void barrier() override {
-    if (timeout_ <= 0) {
+    if (blocking()) {
       COHORT_MPI(MPI_Barrier(comm_));
       return;
     }
@@ -247,6 +247,7 @@ class MpiCommunicator final : public Communicator {
     if (sub == MPI_COMM_NULL) return nullptr;
     auto c = std::make_unique<MpiCommunicator>(sub, false);
     c->set_timeout(timeout_);
+    c->set_polite(polite_);
     return c;
   }
 
@@ -256,7 +257,7 @@ class MpiCommunicator final : public Communicator {
   // "rank R: <what> timed out after T s".
   template <typename Describe>
   void wait(MPI_Request* reqs, int n, Describe describe) const {
-    if (timeout_ <= 0) {
+    if (blocking()) {
       COHORT_MPI(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
       return;
     }
@@ -265,6 +266,9 @@ class MpiCommunicator final : public Communicator {
     throw CommError(who(rank_) + ": " + describe() + " timed out after " + seconds_str(timeout_) +
                     " s");
   }
+
+  // MPI's own blocking calls spin; a timeout or set_polite waits in poll_all.
+  bool blocking() const { return timeout_ <= 0 && !polite_; }
 
   std::string who(int r) const {
     return "rank " + std::to_string(r >= 0 && r < size_ ? world_rank_[size_t(r)] : r);
@@ -288,7 +292,7 @@ class MpiCommunicator final : public Communicator {
     std::vector<MPI_Request> reqs;
     for (int64_t off = 0; off < n; off += kMaxCount) {
       const int k = int(std::min(kMaxCount, n - off));
-      if (timeout_ <= 0) {
+      if (blocking()) {
         COHORT_MPI(MPI_Allreduce(MPI_IN_PLACE, data + off, k, MPI_FLOAT, MPI_SUM, comm_));
       } else {
         reqs.emplace_back();
