@@ -212,7 +212,7 @@ def cluster_comm(name, hosts, path):
     """COMM_REPS `bench comm` runs across the cluster `name` (every column,
     one-way included) into path, one JSON line each: `cohort simulate` fits
     each size's median over them (exchanges over the shaped links run at
-    80 or 120 MB/s at 1 Gbit/s from one run to the next)."""
+    80 or 120 MB/s at 1 Gbit/s, by message size and from run to run)."""
     with open(path, "w") as f:
         for _ in range(COMM_REPS):
             f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,

@@ -110,9 +110,9 @@ std::optional<Link> fit_one_way(const nlohmann::json& bench_comm, const std::str
 std::optional<Link> fit_exchange(const nlohmann::json& bench_comm, const std::string& file);
 // Several `bench comm` lines of the same sizes as one: each size's time per
 // column the median over the lines. Exchanges over the namespace cluster's
-// shaped links run in two modes (80 or 120 MB/s at 1 Gbit/s, from one run
-// to the next), so one run can catch the rarer one. InputError naming the
-// file for lines of other worlds or sizes.
+// shaped links run in two modes (80 or 120 MB/s at 1 Gbit/s, by message
+// size and from one run to the next), so one run can catch the rarer one.
+// InputError naming the file for lines of other worlds or sizes.
 nlohmann::json median_bench_comm(const std::vector<nlohmann::json>& lines, const std::string& file);
 
 }  // namespace cohort::sim

@@ -123,7 +123,6 @@ class Communicator {
   // own scheduling group, and a spinning one keeps its share of the cores).
   // split() copies it.
   void set_polite(bool v) { polite_ = v; }
-  bool polite() const { return polite_; }
   // Horovod's stall check: every rank announces it reached `what`; rank 0
   // waits up to the timeout and, if some never arrive, throws CommError
   // naming them ("ranks 2, 3 did not reach 'step 12' within 30 s").
