@@ -195,18 +195,22 @@ double allreduce_time(const Topology& t, const Group& g, double bytes, Algo algo
 
 namespace {
 
-// t = a + b * bytes through a column's smallest and largest sizes. Latency
-// from the smallest message, bandwidth from the largest: a least squares
-// over sizes 4 B .. 256 MiB would let the large ones decide alpha.
+// t = a + b * bytes through a column's smallest size and its reference
+// size: latency from the smallest message, bandwidth from the size nearest
+// `at_bytes` (log scale; the largest where at_bytes <= 0). A least squares
+// over sizes 4 B .. 256 MiB would let the large ones decide alpha, and the
+// shaped links' rate depends on the size (80 MB/s at 16 MiB, 120 at 256 MiB
+// over 1 Gbit/s), so the bandwidth comes from messages like the ones priced.
 std::pair<double, double> endpoints(const nlohmann::json& j, const std::string& column,
-                                    const std::string& file) {
-  double x0 = 1e300, y0 = 0, x1 = -1, y1 = 0;
+                                    const std::string& file, double at_bytes) {
+  double x0 = 1e300, y0 = 0, x1 = -1, y1 = 0, best = 1e300;
   for (const auto& row : j["sizes"]) {
     COHORT_INPUT_CHECK(row.contains("bytes") && row.contains(column), file,
                        ": a size row lacks bytes or ", column);
     const double x = row["bytes"].get<double>(), y = row[column].get<double>() * 1e-6;
     if (x < x0) x0 = x, y0 = y;
-    if (x > x1) x1 = x, y1 = y;
+    const double d = at_bytes > 0 ? std::abs(std::log(x / at_bytes)) : -x;
+    if (d < best || (d == best && x > x1)) best = d, x1 = x, y1 = y;
   }
   return {y0, (y1 - y0) / (x1 - x0)};
 }
@@ -220,29 +224,29 @@ void check_bench_comm(const nlohmann::json& j, const std::string& file) {
 
 }  // namespace
 
-Link fit_ring(const nlohmann::json& j, const std::string& file) {
+Link fit_ring(const nlohmann::json& j, const std::string& file, double at_bytes) {
   check_bench_comm(j, file);
   const double n = j["world"].get<double>();
-  const auto [a, b] = endpoints(j, "ring_us", file);
+  const auto [a, b] = endpoints(j, "ring_us", file, at_bytes);
   Link l;
   l.alpha = a / (2 * (n - 1));
   l.bytes_per_s = 2 * (n - 1) / n / b;
   return l;
 }
 
-std::optional<Link> fit_exchange(const nlohmann::json& j, const std::string& file) {
+std::optional<Link> fit_exchange(const nlohmann::json& j, const std::string& file, double at_bytes) {
   check_bench_comm(j, file);
   const int n = j["world"].get<int>();
   if ((n & (n - 1)) != 0 || !j["sizes"][0].contains("tree_us")) return std::nullopt;
-  const auto [a, b] = endpoints(j, "tree_us", file);
+  const auto [a, b] = endpoints(j, "tree_us", file, at_bytes);
   COHORT_INPUT_CHECK(b > 0, file, ": its tree times do not grow with the size");
   return Link{a / rounds(n), 2.0 * (n - 1) / n / b};
 }
 
-std::optional<Link> fit_one_way(const nlohmann::json& j, const std::string& file) {
+std::optional<Link> fit_one_way(const nlohmann::json& j, const std::string& file, double at_bytes) {
   check_bench_comm(j, file);
   if (!j["sizes"][0].contains("p2p_us")) return std::nullopt;
-  const auto [a, b] = endpoints(j, "p2p_us", file);
+  const auto [a, b] = endpoints(j, "p2p_us", file, at_bytes);
   COHORT_INPUT_CHECK(b > 0, file, ": its one-way times do not grow with the size");
   return Link{a, 1 / b};
 }

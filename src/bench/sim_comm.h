@@ -97,17 +97,20 @@ double shard_gather_time(const Topology& t, const Group& g, const std::vector<do
 std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks);
 
 // alpha/beta fitted (t = a + b * bytes: a from the smallest size, b from
-// the slope to the largest) to a `cohort bench
-// comm` JSON line's ring column: alpha = a / 2(N-1), bandwidth =
+// the slope to the size nearest at_bytes, the largest where at_bytes <= 0)
+// to a `cohort bench comm` JSON line's ring column: alpha = a / 2(N-1), bandwidth =
 // 2(N-1)/N / b. InputError naming the file for a line without sizes.
-Link fit_ring(const nlohmann::json& bench_comm, const std::string& file);
+Link fit_ring(const nlohmann::json& bench_comm, const std::string& file,
+              double at_bytes = 0);
 // The same fit to the one-way column (p2p_us: t = alpha + bytes / bandwidth
 // directly); nullopt for a line without it (older `bench comm` output).
-std::optional<Link> fit_one_way(const nlohmann::json& bench_comm, const std::string& file);
+std::optional<Link> fit_one_way(const nlohmann::json& bench_comm, const std::string& file,
+                                double at_bytes = 0);
 // The same fit to the tree column where the world is a power of two (its
 // steps are pairwise exchanges: small messages log2 N of them, large ones
 // 2(N-1)/N of the bytes each way); nullopt otherwise.
-std::optional<Link> fit_exchange(const nlohmann::json& bench_comm, const std::string& file);
+std::optional<Link> fit_exchange(const nlohmann::json& bench_comm, const std::string& file,
+                                 double at_bytes = 0);
 // Several `bench comm` lines of the same sizes as one: each size's time per
 // column the median over the lines. Exchanges over the namespace cluster's
 // shaped links run in two modes (80 or 120 MB/s at 1 Gbit/s, by message

@@ -104,13 +104,14 @@ nlohmann::json bench_comm_line(const std::string& flag, const std::string& path)
 }
 
 // A link class fitted from a `bench comm` file: the ring column, the
-// one-way column and the tree's exchanges where the file has them.
-void calibrate(const std::string& flag, const std::string& path, sim::Link& ring,
+// one-way column and the tree's exchanges where the file has them, their
+// bandwidth at `at_bytes` (0: the largest size).
+void calibrate(const std::string& flag, const std::string& path, double at_bytes, sim::Link& ring,
                std::optional<sim::Link>& one_way, std::optional<sim::Link>* exchange) {
   const nlohmann::json j = bench_comm_line(flag, path);
-  ring = sim::fit_ring(j, flag + " " + path);
-  one_way = sim::fit_one_way(j, flag + " " + path);
-  if (exchange) *exchange = sim::fit_exchange(j, flag + " " + path);
+  ring = sim::fit_ring(j, flag + " " + path, at_bytes);
+  one_way = sim::fit_one_way(j, flag + " " + path, at_bytes);
+  if (exchange) *exchange = sim::fit_exchange(j, flag + " " + path, at_bytes);
 }
 
 // Flags into the plan and topology; InputError naming the flag at fault.
@@ -146,9 +147,12 @@ sim::Topology resolve(SimulateConfig& c) {
   t.ranks_per_host = c.ranks_per_host;
   t.inter = sim::parse_link("--link", c.link);
   t.intra = sim::parse_link("--intra", c.intra);
-  if (!c.calibrate.empty()) calibrate("--calibrate", c.calibrate, t.intra, t.intra_one_way, nullptr);
+  // Inside a host the largest size: bench comm's smaller buffers stay in
+  // cache, unlike training's buckets. Between hosts the bucket's size.
+  if (!c.calibrate.empty()) calibrate("--calibrate", c.calibrate, 0, t.intra, t.intra_one_way, nullptr);
   if (!c.calibrate_inter.empty())
-    calibrate("--calibrate-inter", c.calibrate_inter, t.inter, t.inter_one_way, &t.inter_exchange);
+    calibrate("--calibrate-inter", c.calibrate_inter, c.plan.bucket_mb * (1 << 20), t.inter,
+              t.inter_one_way, &t.inter_exchange);
   if (!c.calibrate_cpu.empty()) {
     COHORT_INPUT_CHECK(c.plan.hosts_per_machine > 1, "--calibrate-cpu: prices the kernel's TCP "
                        "work between namespace hosts of one machine; give --hosts-per-machine too");

@@ -108,6 +108,26 @@ TEST(SimComm, SeveralBenchCommRunsFitTheirMedian) {
   EXPECT_THROW(median_bench_comm({}, "x"), InputError);
 }
 
+TEST(SimComm, BandwidthComesFromTheSizeNearestTheBucket) {
+  // A 2-host link that moves 16 MiB at 80 MB/s and 256 MiB at 120 MB/s (the
+  // shaped links' size-dependent rate): at 25 MiB buckets the fit takes the
+  // 16 MiB slope, with no reference size the largest's.
+  const double small = 16.0 * (1 << 20), large = 256.0 * (1 << 20), alpha = 10e-6;
+  nlohmann::json j = {{"event", "bench-comm"}, {"world", 2}, {"sizes", nlohmann::json::array()}};
+  for (auto [b, rate] : {std::pair{4.0, 1e9}, {small, 80e6}, {large, 120e6}}) {
+    const double us = 1e6 * (alpha + (b - 4) / rate);
+    j["sizes"].push_back({{"bytes", b}, {"ring_us", us}, {"tree_us", us}, {"p2p_us", us}});
+  }
+  const auto at_bucket = fit_exchange(j, "x", 25.0 * (1 << 20));
+  ASSERT_TRUE(at_bucket);
+  EXPECT_NEAR(at_bucket->bytes_per_s, 80e6, 1e-6 * 80e6);  // 2(N-1)/N = 1 at N = 2
+  EXPECT_NEAR(fit_ring(j, "x", 25.0 * (1 << 20)).bytes_per_s, 80e6, 1e-6 * 80e6);
+  EXPECT_NEAR(fit_one_way(j, "x", 25.0 * (1 << 20))->bytes_per_s, 80e6, 1e-6 * 80e6);
+  EXPECT_NEAR(fit_exchange(j, "x")->bytes_per_s, 120e6, 1e-2 * 120e6);  // through 4 B: ~120
+  EXPECT_NEAR(fit_exchange(j, "x", 1e12)->bytes_per_s, fit_exchange(j, "x")->bytes_per_s, 1);
+  EXPECT_NEAR(at_bucket->alpha, alpha, 1e-12);
+}
+
 TEST(SimComm, ZeroCollectivesFollowTheArenasBlocks) {
   // parallel/shards.cpp: 4 ranks, an arena of 4096 floats in blocks of 1024.
   const auto inside = block_parts(100, 612, 4096, 4);  // all in block 0
