@@ -20,10 +20,12 @@ def deepspeed_model_bytes(stage, psi, n):
 
 def cohort_layout_bytes(stage, psi, n):
     """What cohort's f32 layout holds per rank for Adam (no working set):
-    f32 weights 4 Psi (the master copy), f32 gradients 4 Psi, Adam 8 Psi,
-    each sharded from its stage on. DeepSpeed keeps 2-byte copies of the
-    weights and gradients replicated in stages 1 and 2; cohort keeps f32 ones."""
-    return {0: 16 * psi, 1: 8 * psi + 8 * psi / n, 2: 4 * psi + 12 * psi / n,
+    f32 weights 4 Psi (the master copy), f32 gradients 4 Psi, Adam 8 Psi.
+    Stage 1 shards Adam and keeps only its shard of each all-reduced
+    gradient bucket (one micro-batch a step), stage 2 likewise, stage 3 the
+    weights too. DeepSpeed keeps 2-byte copies of the weights replicated in
+    stages 1 and 2 (and of the gradients in stage 1); cohort keeps f32 weights."""
+    return {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 4 * psi + 12 * psi / n,
             3: 16 * psi / n}[stage]
 
 

@@ -85,6 +85,9 @@ class ConvPool final : public Module {
 // src {..., I} -> dst {..., O}, as PyTorch's nn.Linear: leading dimensions
 // (batch, sequence) are flattened into the rows of one matrix product.
 // Optional fused ReLU.
+// Rows of a tied weight per block (GPT-2's head over 50257 tokens: 25
+// blocks of 6 MiB at width 768).
+constexpr int64_t kTiedBlockRows = 2048;
 struct LinearOptions {
   bool bias = true;
   float init_std = 0;   // > 0: weights from normal(0, init_std), biases zero (GPT-2)
@@ -104,14 +107,23 @@ class Linear final : public Module {
   std::vector<Param> params() override;
 
  private:
+  // A tied weight at f32 runs in blocks of output rows (nn/linear_blocks.cpp),
+  // each fetched from Context::rows where that streams it.
+  const Tensor& forward_blocks(Context& ctx);
+  const Tensor& backward_blocks(const Tensor& dy, Context& ctx);
+  ops::Linear& block_op(int64_t rows, int64_t out, Context& ctx);
+
   int64_t in_, out_;
   bool relu_;
   LinearOptions options_;
   Tensor weight_, dweight_, b_, db_;
   Tensor x_, y_, dy_relu_, dx_;  // x_ and y_ as {rows, I} and {rows, O}
+  Tensor block_y_, block_dx_;    // a block's output (or its gradient) and dx share
   Shape x_shape_;
   std::map<OpKey, std::unique_ptr<ops::Linear>> ops_;
   ops::Linear* op_ = nullptr;
+  bool blocks_ = false;            // the last forward ran in blocks
+  RowStream* streamed_ = nullptr;  // and its stream
 };
 
 // k x k max-pool, stride (0: k), implicit -inf padding on every side (PyTorch's).

@@ -32,6 +32,9 @@ const Tensor& Linear::forward(const Tensor& x, Context& ctx) {
   const int64_t rows = x.numel() / in_;
   x_shape_ = x.shape();
   x_ = x.reshape({rows, in_});
+  blocks_ = !options_.tied_to.empty() && x.dtype() == DType::kF32 && !relu_;
+  streamed_ = blocks_ && ctx.rows && ctx.rows->streams(weight_.f32()) ? ctx.rows : nullptr;
+  if (blocks_) return forward_blocks(ctx);
   auto& op = ops_[{x.dtype(), {rows}}];
   if (!op) op = ops::make_linear(ctx.device, {rows, in_, out_, x.dtype()}, relu_);
   op_ = op.get();
@@ -41,6 +44,7 @@ const Tensor& Linear::forward(const Tensor& x, Context& ctx) {
 }
 
 const Tensor& Linear::backward(const Tensor& dy, Context& ctx) {
+  if (blocks_) return backward_blocks(dy, ctx);
   const Tensor& g = fused_relu_grad(dy, y_, relu_, dy_relu_);
   op_->backward_weights(x_, g, dweight_, db_, ctx.accumulate);
   if (needs_input_grad_) {

@@ -32,11 +32,13 @@ const Tensor& Model::forward(const Tensor& x, Context& ctx) {
   const Tensor& in = cast_input(x, ctx.precision, input_);
   if (!hooks_) return layers_->forward(in, ctx);
   const Tensor* h = &in;
+  ctx.rows = hooks_->row_stream();
   for (size_t i = 0; i < layers_->size(); ++i) {
     hooks_->before_forward(i);
     h = &layers_->forward_range(i, i + 1, *h, ctx);
     hooks_->after_forward(i);
   }
+  ctx.rows = nullptr;
   return *h;
 }
 
@@ -46,11 +48,13 @@ void Model::backward(const Tensor& dout, Context& ctx) {
     return;
   }
   const Tensor* g = &dout;
+  ctx.rows = hooks_->row_stream();
   for (size_t i = layers_->size(); i-- > 0;) {
     hooks_->before_backward(i);
     g = &layers_->backward_range(i, i + 1, *g, ctx);
     hooks_->after_backward(i);
   }
+  ctx.rows = nullptr;
 }
 
 Ranges Model::layer_ranges(size_t i) const {

@@ -66,6 +66,9 @@ class LayerHooks {
   virtual void after_forward(size_t layer) = 0;
   virtual void before_backward(size_t layer) = 0;
   virtual void after_backward(size_t layer) = 0;
+  // The matrix the hooks stream in row blocks, set in Context::rows for
+  // every layer (null: none).
+  virtual RowStream* row_stream() { return nullptr; }
 };
 
 // [begin, end) ranges of a parameter arena.

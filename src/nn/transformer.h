@@ -16,6 +16,7 @@ namespace cohort::nn {
 // ids {B, T} (i32) -> wte[ids] + wpe[0..T) {B, T, C}. Parameters "wte.weight"
 // {V, C} and "wpe.weight" {max_t, C}, normal(0, 0.02). The output projection
 // may tie to wte and run its backward first: wte's gradient is always added to.
+// Under a RowStream (ZeRO) only the batch's rows of wte are fetched and reduced.
 class TokenEmbedding final : public Module {
  public:
   TokenEmbedding(int64_t vocab, int64_t max_t, int64_t c) : vocab_(vocab), max_t_(max_t), c_(c) {}
@@ -32,6 +33,7 @@ class TokenEmbedding final : public Module {
   int64_t vocab_, max_t_, c_;
   Tensor wte_, dwte_, wpe_, dwpe_;
   Tensor ids_, y_, dx_;
+  RowStream* streamed_ = nullptr;  // the stream of the last forward
 };
 
 // Layer-norm over the last dimension (PyTorch's nn.LayerNorm(C)): weight ones, bias zeros.

@@ -27,13 +27,19 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ", cfg.accumulate);
   // The optimizer allocates its shard's state at the first step (or a
   // resume restores it), after stage 3 has released the other shards.
-  if (cfg.stage == 1) {
+  // Stage 1 with bf16 gradients on the wire: data parallelism's buckets
+  // (every rank keeps every gradient). Otherwise the layer hooks: stage 1's
+  // all-reduced buckets keep only the shard's part, as stage 2's do.
+  if (cfg.stage == 1 && precision.grad_comm != DType::kF32) {
     buckets_ = std::make_unique<BucketReducer>(comm, model.params().grads().f32(),
                                                model.params().size(), cfg.bucket_mb, true,
                                                precision.grad_comm, comm::Algorithm::kRing,
                                                model.frozen_params());
   } else {
-    layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb);
+    // f32: the tied vocabulary matrix streams in row blocks (bf16 and fp16
+    // read it whole).
+    layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
+                                           precision.compute == DType::kF32);
     model.set_layer_hooks(layers_.get());
   }
   // bf16: no Linear keeps a copy of its weight from forward to backward (2 Psi
@@ -99,6 +105,7 @@ StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
   const float scale = 1.0f / float(batch.size() * comm_.size() * cfg_.accumulate);
   const bool last = micro_ + 1 == cfg_.accumulate;
   if (last && buckets_) buckets_->arm(ctx);
+  if (layers_) layers_->arm(last);
   const double waited = layers_ ? layers_->wait_seconds() : 0;
   StepResult r;
   {
@@ -153,7 +160,9 @@ nlohmann::ordered_json Zero::held_bytes() {
   double state = 0;
   for (const Tensor* t : opt_.state()) state += double(t->nbytes());
   const double params = cfg_.stage == 3 ? shard + double(layers_->peak_gathered()) * 4 : all;
-  const double grads = cfg_.stage == 1 ? all : shard + double(layers_->peak_bucket()) * 4;
+  // Stage 1 adds micro-batches into whole gradients before its reduction.
+  const bool whole = buckets_ || (cfg_.stage == 1 && cfg_.accumulate > 1);
+  const double grads = whole ? all : shard + double(layers_->peak_bucket()) * 4;
   const std::vector<double> mine = {params, grads, state, double(activations_->peak()),
                                     window_peak_rss_mb(), peak_rss_mb()};
   const int n = comm_.size(), k = int(mine.size());

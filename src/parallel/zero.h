@@ -3,9 +3,12 @@
 // (parallel/shards.h); rank r keeps the optimizer state of its shard only
 // and steps only its shard. Data flows as in data parallelism (each rank its
 // own part of the data, the loss scaled by 1/(global batch)).
-//   stage 1: after the last micro-batch's backward the gradients are
-//            all-reduced in data parallelism's buckets, during backward
-//            (BucketReducer); every rank holds all parameters and gradients.
+//   stage 1: during the last micro-batch's backward the gradients are
+//            all-reduced in buckets as backward finishes each layer, and each
+//            rank keeps its shard's part of each (parallel/zero_layers.h):
+//            every rank holds all parameters, and all gradients only while
+//            micro-batches add up. With --grad-dtype bf16: data parallelism's
+//            buckets (BucketReducer), every gradient kept.
 //   stage 2: as backward finishes each layer, its gradients are
 //            reduce-scattered in buckets and the other ranks' part returned to
 //            the kernel (parallel/zero_layers.h): a rank holds its shard's
@@ -14,6 +17,9 @@
 //   stage 3: as stage 2, and the parameters live sharded too: each layer's are
 //            gathered just before it runs, forward and backward, the next
 //            layer's prefetched, and freed after it.
+// At f32 the tied vocabulary matrix (GPT-2's wte) streams in row blocks
+// (nn::RowStream): no rank gathers it whole (stage 3) or holds its whole
+// gradient (every stage).
 // Then each rank steps its shard (fp16: overflow voted over ranks; --clip:
 // the squares summed over shards), and stages 1 and 2 all-gather the updated
 // shards. Arenas are mapped lazily (core/memory.h), so a released page costs
@@ -73,8 +79,8 @@ class Zero final : public Strategy {
   float clip_norm_;
   LocalStep local_;  // forward, backward and the loss scaler (its apply is not used)
   ShardLayout layout_;
-  std::unique_ptr<BucketReducer> buckets_;  // stage 1
-  std::unique_ptr<ZeroLayers> layers_;      // stages 2 and 3
+  std::unique_ptr<BucketReducer> buckets_;  // stage 1 with bf16 gradients on the wire
+  std::unique_ptr<ZeroLayers> layers_;      // otherwise
   std::shared_ptr<MemoryCounter> activations_ = std::make_shared<MemoryCounter>();
   bool started_ = false;
   int micro_ = 0;

@@ -30,15 +30,28 @@ nn::Ranges subtract(int64_t b, int64_t e, const nn::Ranges& keep) {
 }  // namespace
 
 ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout,
-                       int stage, double bucket_mb)
+                       int stage, double bucket_mb, bool stream_rows)
     : comm_(comm),
       model_(model),
       layout_(layout),
       gather_(stage == 3),
+      allreduce_(stage == 1),
       bucket_(std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)))),
       scratch_(size_t(kShardSegment)) {
+  const Arena& a = model.params();
+  if (stream_rows && a.ties().size() == 1) {  // GPT-2's wte, read by the embedding and the head
+    const ParamInfo& owner = a.infos()[a.ties()[0].owner];
+    if (owner.offset >= layout.first()) slot_b_ = owner.offset, slot_e_ = owner.offset + owner.numel();
+  }
   const size_t n = model.layers().size();
-  for (size_t i = 0; i < n; ++i) ranges_.push_back(model.layer_ranges(i));
+  for (size_t i = 0; i < n; ++i) {
+    nn::Ranges r;
+    for (auto [b, e] : model.layer_ranges(i))
+      for (auto part : subtract(b, e, {{slot_b_, slot_e_}})) r.push_back(part);
+    ranges_.push_back(r);
+    const nn::Module& m = model.layers().child(i);
+    if (m.param_begin() <= slot_b_ && slot_b_ < m.param_end()) slot_layer_ = i;
+  }
   ticket_.assign(n, 0);
 }
 
@@ -97,6 +110,9 @@ void ZeroLayers::after_forward(size_t i) {
 }
 
 void ZeroLayers::before_backward(size_t i) {
+  // The embedding adds its rows into the matrix's gradient, which the head's
+  // reduce-scatters may still be reading.
+  if (i == slot_layer_ && row_stream() && armed_) wait_reductions();
   fetch(i);
   if (i > 0) fetch(i - 1);
   wait_for(i);
@@ -104,10 +120,13 @@ void ZeroLayers::before_backward(size_t i) {
 
 void ZeroLayers::after_backward(size_t i) {
   drop(i, i > 0 ? ranges_[i - 1] : nn::Ranges{});
+  if (!armed_) return;
   const nn::Module& m = model_.layers().child(i);
   // --freeze: a frozen prefix has no gradient to reduce (layout_.first()).
   const int64_t b = std::max(m.param_begin(), layout_.first());
-  if (m.param_end() > b) add_grads(b, m.param_end());
+  if (m.param_end() <= b) return;
+  const nn::Ranges parts = subtract(b, m.param_end(), {{slot_b_, slot_e_}});  // the matrix: ids_done
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) add_grads(it->first, it->second);
 }
 
 // Backward finishes layers last to first, so a bucket grows downwards.
@@ -124,8 +143,12 @@ void ZeroLayers::flush() {
   peak_bucket_ = std::max(peak_bucket_, e - b);
   float* g = model_.params().grads().f32();
   reducing_.push_back(queue_.push([this, g, b, e] {
-    timeline::Span span("zero", "reduce-scatter", nullptr, -1, (e - b) * int64_t(sizeof(float)));
-    reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
+    timeline::Span span("zero", allreduce_ ? "all-reduce" : "reduce-scatter", nullptr, -1,
+                        (e - b) * int64_t(sizeof(float)));
+    if (allreduce_)
+      comm_.allreduce(g + b, e - b, comm::ReduceOp::kSum, comm::Algorithm::kRing);
+    else
+      reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
     release_unowned(layout_, comm_.rank(), g, b, e, true);
   }));
   lo_ = hi_ = 0;
@@ -144,6 +167,10 @@ void ZeroLayers::flush() {
 
 void ZeroLayers::finish_backward() {
   flush();
+  wait_reductions();
+}
+
+void ZeroLayers::wait_reductions() {
   Timer t;
   queue_.drain();
   wait_s_ += t.seconds();

@@ -1,17 +1,26 @@
-// The layer hooks (nn::LayerHooks) through which ZeRO stages 2 and 3 work
-// while a step computes, all of their communication queued on one CommQueue:
-//   gradients (stages 2, 3): as backward finishes a top-level layer, its
-//     range joins a bucket; a full bucket is reduce-scattered (shards.h) and
-//     the other ranks' part of it returned to the kernel, so a rank holds the
-//     gradients of its shard plus the bucket in flight;
+// The layer hooks (nn::LayerHooks) through which ZeRO works while a step
+// computes, all of their communication queued on one CommQueue:
+//   gradients: as backward finishes a top-level layer, its range joins a
+//     bucket; a full bucket is reduce-scattered (shards.h; stage 1:
+//     all-reduced, and only on the micro-batch that ends a step) and the
+//     other ranks' part of it returned to the kernel, so a rank holds the
+//     gradients of its shard plus the buckets in flight;
 //   parameters (stage 3): between steps a rank holds its shard only. Before
 //     layer i runs (forward or backward) its ranges are gathered, and layer
 //     i+1's (i-1's in backward) are queued to arrive while i computes; after
 //     it runs the pages not in the shard are returned. The last layer stays
 //     from its forward to its backward.
+//   the vocabulary matrix (a tied weight, GPT-2's wte, at f32): streamed in
+//     row blocks (nn::RowStream), so it is never gathered whole or its
+//     gradient held whole. The head gathers (stage 3) one block of rows at
+//     a time, the next prefetched, and reduce-scatters each block's gradient
+//     as it is written; the embedding gathers only the rows of the ranks'
+//     tokens and sums their gradient rows over ranks (an all-reduce of those
+//     rows), each rank keeping the elements of its shard.
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <vector>
 
 #include "nn/model.h"
@@ -20,15 +29,20 @@
 
 namespace cohort {
 
-class ZeroLayers final : public nn::LayerHooks {
+class ZeroLayers final : public nn::LayerHooks, public nn::RowStream {
  public:
+  // stream_rows: stream the tied matrix (the model computes in f32).
   ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout, int stage,
-             double bucket_mb);
+             double bucket_mb, bool stream_rows);
 
   // Stage 3, before the first step: returns every page outside the shard.
   void shard_params();
   // After each backward: queues the last bucket and waits for every task.
   void finish_backward();
+  // Stage 1: whether this micro-batch's backward reduces (the step's last
+  // one does; before it gradients add up whole on each rank). Stages 2 and 3
+  // reduce every micro-batch.
+  void arm(bool armed) { armed_ = armed || !allreduce_; }
   // Stage 3: the whole model to rank root (-1: every rank), and back.
   void gather_all(int root);
   void release_all();
@@ -37,6 +51,16 @@ class ZeroLayers final : public nn::LayerHooks {
   void after_forward(size_t layer) override;
   void before_backward(size_t layer) override;
   void after_backward(size_t layer) override;
+  nn::RowStream* row_stream() override { return slot_e_ > slot_b_ ? this : nullptr; }
+
+  bool streams(const float* weight) const override;
+  void acquire(const float* weight, int64_t cols, int64_t r0, int64_t r1, int64_t n0,
+               int64_t n1) override;
+  void release(const float* weight, int64_t cols, int64_t r0, int64_t r1) override;
+  void rows_done(const float* grad, int64_t cols, int64_t r0, int64_t r1) override;
+  void acquire_ids(const float* weight, int64_t cols, const int32_t* ids, int64_t n) override;
+  void release_ids(const float* weight, int64_t cols) override;
+  void ids_done(const float* grad, int64_t cols, const int32_t* ids, int64_t n) override;
 
   // Seconds the compute thread waited for gathers and reductions.
   double wait_seconds() const { return wait_s_; }
@@ -52,17 +76,28 @@ class ZeroLayers final : public nn::LayerHooks {
   void add_grads(int64_t b, int64_t e);
   void flush();
   int64_t held() const;
+  void wait_reductions();
+  // The rows every rank's ids name, as runs of element ranges of the
+  // matrix (queue thread: every rank's ids are gathered).
+  nn::Ranges id_runs(const std::vector<int32_t>& ids, int64_t cols);
 
   comm::Communicator& comm_;
   nn::Model& model_;
   const ShardLayout& layout_;
-  bool gather_;  // stage 3
+  bool gather_;     // stage 3
+  bool allreduce_;  // stage 1
+  bool armed_ = true;
   int64_t bucket_;
   std::vector<nn::Ranges> ranges_;          // per top-level layer
   std::vector<CommQueue::Ticket> ticket_;   // its gather's; 0: not held
   std::deque<CommQueue::Ticket> reducing_;  // buckets queued, oldest first
   int64_t lo_ = 0, hi_ = 0;                 // the bucket filling
   std::vector<float> scratch_;              // the queue thread's
+  int64_t slot_b_ = 0, slot_e_ = 0;         // the streamed matrix's range (empty: none)
+  size_t slot_layer_ = 0;                   // the top-level layer that owns it
+  std::map<int64_t, CommQueue::Ticket> blocks_;  // stage 3: row blocks gathered, by begin
+  int64_t block_held_ = 0;                  // their elements
+  nn::Ranges id_held_;                      // stage 3: the ids' rows gathered
   double wait_s_ = 0;
   int64_t peak_gathered_ = 0, peak_bucket_ = 0;
   CommQueue queue_;  // last: its thread stops before the rest goes

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/tokens.h"
+#include "nn/layers.h"
 
 namespace cohort {
 
@@ -80,13 +81,20 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   const double k = in.optimizer_bytes;
   MemoryEstimate e;
   const int stage = in.strategy == "zero" ? in.zero_stage : 0;
+  // ZeRO's buckets: two in flight.
+  const double buckets = 2 * in.bucket_mb * kMiB;
+  const bool streamed = in.precision == DType::kF32 && m.working_set_streamed > 0;
+  // Stage 1 keeps its shard of each all-reduced bucket, unless micro-batches
+  // add up whole gradients or dp's buckets carry bf16 (zero.h).
+  const bool shard_grads = stage >= 2 || (stage == 1 && in.accumulate == 1 &&
+                                          in.grad_comm == DType::kF32);
   if (stage == 3) {
-    e.parameters = 4 * psi / n + 4 * double(m.working_set);
-    e.gradients = 4 * psi / n;
+    const double ws = double(streamed ? m.working_set_streamed : m.working_set);
+    e.parameters = 4 * psi / n + 4 * ws;
   } else {
     e.parameters = 4 * psi;
-    e.gradients = stage == 2 ? 4 * psi / n + in.bucket_mb * kMiB : 4 * psi;
   }
+  e.gradients = shard_grads ? 4 * psi / n + buckets : 4 * psi;
   e.optimizer_state = stage >= 1 ? k * psi / n : k * psi;
   // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi);
   // under stage 3 a Linear converts at each use into one scratch, which the
@@ -107,6 +115,27 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   return e;
 }
 
+namespace {
+
+// The two largest top-level layers' parameters, less those in [sb, se).
+int64_t two_largest(nn::Sequential& layers, int64_t sb, int64_t se) {
+  int64_t first = 0, second = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const nn::Module& c = layers.child(i);
+    const int64_t p = c.num_params() - std::max<int64_t>(0, std::min(se, c.param_end()) -
+                                                                std::max(sb, c.param_begin()));
+    if (p > first) {
+      second = first;
+      first = p;
+    } else if (p > second) {
+      second = p;
+    }
+  }
+  return first + second;
+}
+
+}  // namespace
+
 ModelFigures model_figures(const nn::ModelSpec& spec, const TrainConfig& cfg) {
   // Registering the layers sizes their ranges; nothing is allocated (count_params).
   std::unique_ptr<nn::Sequential> layers = spec.layers();
@@ -115,17 +144,15 @@ ModelFigures model_figures(const nn::ModelSpec& spec, const TrainConfig& cfg) {
   layers->register_params(reg, "");
   ModelFigures m;
   m.params = params.size();
-  int64_t first = 0, second = 0;
-  for (size_t i = 0; i < layers->size(); ++i) {
-    const int64_t p = layers->child(i).num_params();
-    if (p > first) {
-      second = first;
-      first = p;
-    } else if (p > second) {
-      second = p;
-    }
+  m.working_set = two_largest(*layers, 0, 0);
+  // GPT-2's head tied to wte: the layers' parameters without the tied
+  // matrix, and two of its row blocks (the one in use and the next).
+  if (params.ties().size() == 1) {
+    const ParamInfo& owner = params.infos()[params.ties()[0].owner];
+    const int64_t rows = std::min(owner.shape[0], nn::kTiedBlockRows);
+    m.working_set_streamed = two_largest(*layers, owner.offset, owner.offset + owner.numel()) +
+                             2 * rows * (owner.numel() / owner.shape[0]);
   }
-  m.working_set = first + second;
   Shape in = spec.input.shape;
   in.insert(in.begin(), cfg.batch);
   const Shape out = layers->output_shape(in);
@@ -141,6 +168,8 @@ MemoryPlanInputs plan_inputs(const TrainConfig& cfg, const RunSettings& settings
   in.ranks = world;
   in.optimizer_bytes = optimizer_state_bytes(cfg.optimizer, cfg.momentum);
   in.precision = settings.precision.compute;
+  in.grad_comm = settings.precision.grad_comm;
+  in.accumulate = settings.accumulate;
   in.bucket_mb = settings.bucket_mb;
   return in;
 }

@@ -28,6 +28,10 @@ namespace cohort {
 struct ModelFigures {
   int64_t params = 0;           // Psi
   int64_t working_set = 0;      // the two largest top-level layers' parameters
+  // The same without a tied vocabulary matrix (GPT-2's wte) but with two of
+  // its row blocks: ZeRO streams it at f32 (parallel/zero_layers.h); 0: no
+  // such matrix.
+  int64_t working_set_streamed = 0;
   double activation_elems = 0;  // every module's output at the batch (nn::Module)
   double data_bytes = 0;        // the data set held in memory
 };
@@ -39,6 +43,8 @@ struct MemoryPlanInputs {
   int ranks = 1;                // N: data-parallel ranks of the job
   int optimizer_bytes = 8;      // K: f32 state bytes per parameter
   DType precision = DType::kF32;
+  DType grad_comm = DType::kF32;  // --grad-dtype
+  int accumulate = 1;
   double bucket_mb = 25;
 };
 

@@ -51,13 +51,20 @@ TEST(MemoryPlan, ClosedFormsPerStrategy) {
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("none", 1, 1))), 16e6);
   // Other strategies are estimated as dp.
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("pp", 1, 2))), 16e6);
-  // zero 1: the state over 4 ranks.
-  EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("zero", 1, 4))), 8e6 + 2e6);
-  // zero 2: the gradients too, plus one bucket in flight.
+  // zero 1: the state over 4 ranks, and the shard's part of each all-reduced
+  // bucket; whole gradients where micro-batches add up or dp's bf16 buckets
+  // carry them.
+  EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("zero", 1, 4))), 4e6 + 1e6 + 2e6);
+  MemoryPlanInputs accumulate = inputs("zero", 1, 4), wire = accumulate;
+  accumulate.accumulate = 2;
+  wire.grad_comm = DType::kBF16;
+  EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, accumulate)), 8e6 + 2e6);
+  EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, wire)), 8e6 + 2e6);
+  // zero 2: the gradients too, plus two buckets in flight.
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("zero", 2, 4))), 4e6 + 1e6 + 2e6);
   MemoryPlanInputs bucket = inputs("zero", 2, 4);
   bucket.bucket_mb = 25;
-  EXPECT_DOUBLE_EQ(estimate_memory(m, bucket).gradients, 1e6 + 25.0 * (1 << 20));
+  EXPECT_DOUBLE_EQ(estimate_memory(m, bucket).gradients, 1e6 + 2 * 25.0 * (1 << 20));
   // zero 3: everything over 4 ranks, plus the two largest layers whole.
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("zero", 3, 4))), 4e6);
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(figures(1'000'000, 100'000), inputs("zero", 3, 4))),
@@ -105,11 +112,35 @@ TEST(MemoryPlan, ModelFiguresWithoutBuilding) {
   EXPECT_DOUBLE_EQ(m.data_bytes, (256.0 + 2000) * 28 * 28 * 4);
 }
 
+// GPT-2's head is tied to wte: at f32 ZeRO streams it in row blocks, so
+// stage 3's working set leaves it out and adds two of its blocks instead.
+TEST(MemoryPlan, StageThreeStreamsTheTiedVocabularyMatrixAtF32) {
+  const auto spec = nn::find_model("gpt2");  // 124M: 12 blocks, 768 wide, vocab 50257, context 1024
+  TrainConfig cfg;
+  cfg.batch = 1;
+  cfg.data = "synthetic";
+  cfg.limit = 16;
+  const ModelFigures m = model_figures(*spec, cfg);
+  const int64_t c = 768, block = 12 * c * c + 13 * c;  // 4 linears and 2 layer-norms
+  EXPECT_EQ(m.working_set, 50257 * c + 1024 * c + block);  // the embedding (wte, wpe) and a block
+  // Without wte: two blocks, and two of wte's blocks of 2048 rows.
+  EXPECT_EQ(m.working_set_streamed, 2 * block + 2 * 2048 * c);
+  MemoryPlanInputs f32 = inputs("zero", 3, 4), bf16 = f32;
+  f32.bucket_mb = bf16.bucket_mb = 25;
+  bf16.precision = DType::kBF16;
+  const double shard = 4.0 * double(m.params) / 4;
+  EXPECT_DOUBLE_EQ(estimate_memory(m, f32).parameters, shard + 4.0 * double(m.working_set_streamed));
+  EXPECT_DOUBLE_EQ(estimate_memory(m, bf16).parameters, shard + 6.0 * double(m.working_set));
+}
+
 TEST(MemoryPlan, RefusalProposesTheLowestZeroStageThatFits) {
   const ModelFigures m = figures(1'000'000'000);
-  const MemoryPlanInputs dp = inputs("dp", 1, 4);
-  const double z3 = estimate_memory(m, inputs("zero", 3, 4)).total();
-  const double z2 = estimate_memory(m, inputs("zero", 2, 4)).total();
+  // --accumulate 2: stage 1 adds micro-batches up in whole gradients (without
+  // it stage 1 holds what stage 2 holds, and is the one proposed).
+  MemoryPlanInputs dp = inputs("dp", 1, 4), z3_in = inputs("zero", 3, 4), z2_in = inputs("zero", 2, 4);
+  dp.accumulate = z3_in.accumulate = z2_in.accumulate = 2;
+  const double z3 = estimate_memory(m, z3_in).total();
+  const double z2 = estimate_memory(m, z2_in).total();
   ASSERT_LT(4 * z3 * 1.1, 4 * z2);
   const std::string msg = testing_support::error_of([&] { check_memory(m, dp, 4, 4 * z3 * 1.1); });
   EXPECT_NE(msg.find("--parallel dp on 4 ranks needs about 16."), std::string::npos) << msg;
