@@ -478,6 +478,13 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
                           true);
     else
       r.p = zero3(p, plan, t, cpu, all, f);
+    // Stages 1 and 2 return the gradient pages outside the shard after each
+    // bucket's reduction; the next backward writes them afresh (Profile::refill).
+    if (plan.zero_stage < 3) {
+      const double fill = p.refill * 4.0 * double(p.params()) * (world - 1) / world * f;
+      r.p.compute += fill;
+      r.p.step += fill;
+    }
     r.p.samples = double(plan.batch) * plan.accumulate * world;
   } else if (s == "ps") {
     r.p = parameter_server(p, plan, t, f, r.busy);

@@ -375,6 +375,28 @@ TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
   EXPECT_NEAR(after.step - before.step, 5 * 4.0 * double(params) * 1e-9, 1e-9);
 }
 
+TEST(SimModel, ZeroOneAndTwoRefillTheGradientsOutsideTheShard) {
+  // Stages 1 and 2 return the gradient pages outside the shard after each
+  // bucket's reduction: every step writes (N-1)/N of 4P bytes afresh.
+  const int64_t params = 1 << 20;
+  Profile p = uniform(3, params);
+  p.optimizer = 0;
+  Plan plan;
+  plan.parallel = "zero";
+  plan.batch = 8;
+  const Topology t = one_host(4, 0, 1e30);
+  for (int stage : {1, 2}) {
+    plan.zero_stage = stage;
+    p.refill = 0;
+    const Prediction before = predict(p, plan, t);
+    p.refill = 1e-9;
+    const Prediction after = predict(p, plan, t);
+    const double want = 0.75 * 4.0 * 3 * double(params) * 1e-9;
+    EXPECT_NEAR(after.compute - before.compute, want, 1e-9) << "stage " << stage;
+    EXPECT_NEAR(after.step - before.step, want, 1e-9) << "stage " << stage;
+  }
+}
+
 TEST(SimModel, PipelineRanksWaitPolitely) {
   // Two stages, one micro-batch (mp): each stage idles half the step, and
   // its receives nap (Pipeline waits in comm::wait_yielding), so it leaves
