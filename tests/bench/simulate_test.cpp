@@ -356,44 +356,39 @@ TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   EXPECT_NEAR(crowded.copies, crowded.contention * tcp, 1e-9 * crowded.copies);
 }
 
-TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
-  // Three layers of P parameters, an instant link: each layer is gathered
-  // for forward and again for backward, except the last one, which stays:
-  // 5 refills of 4P bytes at `refill` s/B, on the rank's compute.
-  const int64_t params = 1 << 20;
-  Profile p = uniform(3, params);
+// The step's compute and length grown by a refill of 1e-9 s/B under ZeRO
+// `stage` on `ranks` ranks of one host, for three layers of 2^20 parameters
+// and an instant link.
+std::pair<double, double> refill_cost(int stage, int ranks) {
+  Profile p = uniform(3, 1 << 20);
   p.optimizer = 0;
   Plan plan;
   plan.parallel = "zero";
-  plan.zero_stage = 3;
+  plan.zero_stage = stage;
   plan.batch = 8;
-  const Topology t = one_host(2, 0, 1e30);
+  const Topology t = one_host(ranks, 0, 1e30);
   const Prediction before = predict(p, plan, t);
   p.refill = 1e-9;
   const Prediction after = predict(p, plan, t);
-  EXPECT_NEAR(after.compute - before.compute, 5 * 4.0 * double(params) * 1e-9, 1e-9);
-  EXPECT_NEAR(after.step - before.step, 5 * 4.0 * double(params) * 1e-9, 1e-9);
+  return {after.compute - before.compute, after.step - before.step};
+}
+
+TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
+  // Each layer is gathered for forward and again for backward, except the
+  // last one, which stays: 5 refills of 4P bytes, on the rank's compute.
+  const auto [compute, step] = refill_cost(3, 2);
+  EXPECT_NEAR(compute, 5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
+  EXPECT_NEAR(step, 5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
 }
 
 TEST(SimModel, ZeroOneAndTwoRefillTheGradientsOutsideTheShard) {
   // Stages 1 and 2 return the gradient pages outside the shard after each
-  // bucket's reduction: every step writes (N-1)/N of 4P bytes afresh.
-  const int64_t params = 1 << 20;
-  Profile p = uniform(3, params);
-  p.optimizer = 0;
-  Plan plan;
-  plan.parallel = "zero";
-  plan.batch = 8;
-  const Topology t = one_host(4, 0, 1e30);
+  // bucket's reduction: every step writes (N-1)/N of the 4 x 3P bytes afresh.
+  const double want = 0.75 * 4.0 * 3 * double(1 << 20) * 1e-9;
   for (int stage : {1, 2}) {
-    plan.zero_stage = stage;
-    p.refill = 0;
-    const Prediction before = predict(p, plan, t);
-    p.refill = 1e-9;
-    const Prediction after = predict(p, plan, t);
-    const double want = 0.75 * 4.0 * 3 * double(params) * 1e-9;
-    EXPECT_NEAR(after.compute - before.compute, want, 1e-9) << "stage " << stage;
-    EXPECT_NEAR(after.step - before.step, want, 1e-9) << "stage " << stage;
+    const auto [compute, step] = refill_cost(stage, 4);
+    EXPECT_NEAR(compute, want, 1e-9) << "stage " << stage;
+    EXPECT_NEAR(step, want, 1e-9) << "stage " << stage;
   }
 }
 
