@@ -19,26 +19,26 @@ namespace cohort::nn {
 // A parameter matrix read in row blocks instead of whole: GPT-2's vocabulary
 // matrix wte {V, C}, which the embedding reads at its tokens' rows and the
 // tied head at every row. ZeRO (parallel/zero_layers.h) streams it so that no
-// rank gathers it whole (stage 3) or holds its whole gradient (stages 2, 3).
-// Every call is collective: each rank makes the same calls in the same order
-// (the ids differ). `weight` and `grad` point at the matrix in the arenas.
+// rank gathers it whole (stage 3) or holds its whole gradient. Every call is
+// collective: each rank makes the same calls in the same order (the ids
+// differ). Calls after streams() concern the matrix it named.
 class RowStream {
  public:
   virtual ~RowStream() = default;
-  // Whether the matrix at `weight` streams; layers read others whole.
+  // Whether the matrix at `weight` (in the parameter arena) streams; layers
+  // read others whole.
   virtual bool streams(const float* weight) const = 0;
-  // Rows [r0, r1) readable until release(); [n0, n1) is the block after it
-  // (empty: none), fetched meanwhile.
-  virtual void acquire(const float* weight, int64_t cols, int64_t r0, int64_t r1, int64_t n0,
-                       int64_t n1) = 0;
-  virtual void release(const float* weight, int64_t cols, int64_t r0, int64_t r1) = 0;
+  // Rows [r0, r1) of the matrix of `cols` columns readable until release();
+  // [n0, n1) is the block after it (empty: none), fetched meanwhile.
+  virtual void acquire(int64_t cols, int64_t r0, int64_t r1, int64_t n0, int64_t n1) = 0;
+  virtual void release(int64_t cols, int64_t r0, int64_t r1) = 0;
   // The gradient of rows [r0, r1) is complete for this micro-batch: reduce it.
-  virtual void rows_done(const float* grad, int64_t cols, int64_t r0, int64_t r1) = 0;
+  virtual void rows_done(int64_t cols, int64_t r0, int64_t r1) = 0;
   // The rows of this rank's `ids` readable until release_ids(), and their
   // gradient (added to, as the embedding adds) complete: reduce it.
-  virtual void acquire_ids(const float* weight, int64_t cols, const int32_t* ids, int64_t n) = 0;
-  virtual void release_ids(const float* weight, int64_t cols) = 0;
-  virtual void ids_done(const float* grad, int64_t cols, const int32_t* ids, int64_t n) = 0;
+  virtual void acquire_ids(int64_t cols, const int32_t* ids, int64_t n) = 0;
+  virtual void release_ids() = 0;
+  virtual void ids_done(int64_t cols, const int32_t* ids, int64_t n) = 0;
 };
 
 struct Context {

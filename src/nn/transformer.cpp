@@ -31,9 +31,9 @@ const Tensor& TokenEmbedding::forward(const Tensor& x, Context& ctx) {
   ensure(y_, {s.b, s.t, c_}, dtype);
   // A streamed wte (ZeRO): only this batch's rows are read, so only they are fetched.
   streamed_ = ctx.rows && ctx.rows->streams(wte_.f32()) ? ctx.rows : nullptr;
-  if (streamed_) streamed_->acquire_ids(wte_.f32(), c_, x.i32(), x.numel());
+  if (streamed_) streamed_->acquire_ids(c_, x.i32(), x.numel());
   ops::embedding_forward(s, x.i32(), wte_, wpe_, y_);
-  if (streamed_) streamed_->release_ids(wte_.f32(), c_);
+  if (streamed_) streamed_->release_ids();
   return y_;
 }
 
@@ -43,7 +43,7 @@ const Tensor& TokenEmbedding::backward(const Tensor& dy, Context& ctx) {
   // wrote its share: add to it. wpe is this layer's alone.
   if (!ctx.accumulate) dwpe_.zero();
   ops::embedding_backward(s, ids_.i32(), dy, dwte_, dwpe_, true);
-  if (streamed_) streamed_->ids_done(dwte_.f32(), c_, ids_.i32(), ids_.numel());
+  if (streamed_) streamed_->ids_done(c_, ids_.i32(), ids_.numel());
   return dx_;  // no input gradient: the input is token ids (dx_ stays empty)
 }
 

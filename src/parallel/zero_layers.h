@@ -54,13 +54,12 @@ class ZeroLayers final : public nn::LayerHooks, public nn::RowStream {
   nn::RowStream* row_stream() override { return slot_e_ > slot_b_ ? this : nullptr; }
 
   bool streams(const float* weight) const override;
-  void acquire(const float* weight, int64_t cols, int64_t r0, int64_t r1, int64_t n0,
-               int64_t n1) override;
-  void release(const float* weight, int64_t cols, int64_t r0, int64_t r1) override;
-  void rows_done(const float* grad, int64_t cols, int64_t r0, int64_t r1) override;
-  void acquire_ids(const float* weight, int64_t cols, const int32_t* ids, int64_t n) override;
-  void release_ids(const float* weight, int64_t cols) override;
-  void ids_done(const float* grad, int64_t cols, const int32_t* ids, int64_t n) override;
+  void acquire(int64_t cols, int64_t r0, int64_t r1, int64_t n0, int64_t n1) override;
+  void release(int64_t cols, int64_t r0, int64_t r1) override;
+  void rows_done(int64_t cols, int64_t r0, int64_t r1) override;
+  void acquire_ids(int64_t cols, const int32_t* ids, int64_t n) override;
+  void release_ids() override;
+  void ids_done(int64_t cols, const int32_t* ids, int64_t n) override;
 
   // Seconds the compute thread waited for gathers and reductions.
   double wait_seconds() const { return wait_s_; }

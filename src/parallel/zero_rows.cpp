@@ -13,8 +13,7 @@ bool ZeroLayers::streams(const float* weight) const {
   return slot_e_ > slot_b_ && weight == model_.params().params().f32() + slot_b_;
 }
 
-void ZeroLayers::acquire(const float*, int64_t cols, int64_t r0, int64_t r1, int64_t n0,
-                         int64_t n1) {
+void ZeroLayers::acquire(int64_t cols, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
   if (!gather_) return;
   float* w = model_.params().params().f32();
   const auto queue_block = [&](int64_t a, int64_t b) {
@@ -35,7 +34,7 @@ void ZeroLayers::acquire(const float*, int64_t cols, int64_t r0, int64_t r1, int
   wait_s_ += t.seconds();
 }
 
-void ZeroLayers::release(const float*, int64_t cols, int64_t r0, int64_t r1) {
+void ZeroLayers::release(int64_t cols, int64_t r0, int64_t r1) {
   if (!gather_) return;
   const int64_t lo = slot_b_ + r0 * cols, hi = slot_b_ + r1 * cols;
   release_unowned(layout_, comm_.rank(), model_.params().params().f32(), lo, hi, false);
@@ -44,7 +43,7 @@ void ZeroLayers::release(const float*, int64_t cols, int64_t r0, int64_t r1) {
 }
 
 // As a bucket of its own, after the one filling (empty while the head runs).
-void ZeroLayers::rows_done(const float*, int64_t cols, int64_t r0, int64_t r1) {
+void ZeroLayers::rows_done(int64_t cols, int64_t r0, int64_t r1) {
   if (!armed_) return;
   flush();
   lo_ = slot_b_ + r0 * cols;
@@ -78,7 +77,7 @@ nn::Ranges ZeroLayers::id_runs(const std::vector<int32_t>& ids, int64_t cols) {
   return runs;
 }
 
-void ZeroLayers::acquire_ids(const float*, int64_t cols, const int32_t* ids, int64_t n) {
+void ZeroLayers::acquire_ids(int64_t cols, const int32_t* ids, int64_t n) {
   if (!gather_) return;
   float* w = model_.params().params().f32();
   std::vector<int32_t> mine(ids, ids + n);
@@ -94,7 +93,7 @@ void ZeroLayers::acquire_ids(const float*, int64_t cols, const int32_t* ids, int
   peak_gathered_ = std::max(peak_gathered_, held() + block_held_ + rows);
 }
 
-void ZeroLayers::release_ids(const float*, int64_t) {
+void ZeroLayers::release_ids() {
   if (!gather_) return;
   float* w = model_.params().params().f32();
   for (auto [b, e] : id_held_) release_unowned(layout_, comm_.rank(), w, b, e, false);
@@ -104,7 +103,7 @@ void ZeroLayers::release_ids(const float*, int64_t) {
 // The token rows' gradients, summed over ranks in one all-reduce of just
 // those rows: each rank keeps the elements of its shard (where the head's
 // reduced gradient already is) and returns the rest.
-void ZeroLayers::ids_done(const float*, int64_t cols, const int32_t* ids, int64_t n) {
+void ZeroLayers::ids_done(int64_t cols, const int32_t* ids, int64_t n) {
   if (!armed_) return;
   float* g = model_.params().grads().f32();
   std::vector<int32_t> mine(ids, ids + n);
