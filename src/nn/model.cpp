@@ -35,7 +35,9 @@ const Tensor& Model::forward(const Tensor& x, Context& ctx) {
   ctx.rows = hooks_->row_stream();
   for (size_t i = 0; i < layers_->size(); ++i) {
     hooks_->before_forward(i);
+    ctx.leaves = hooks_->leaf_hooks(i);
     h = &layers_->forward_range(i, i + 1, *h, ctx);
+    ctx.leaves = nullptr;
     hooks_->after_forward(i);
   }
   ctx.rows = nullptr;
@@ -51,7 +53,9 @@ void Model::backward(const Tensor& dout, Context& ctx) {
   ctx.rows = hooks_->row_stream();
   for (size_t i = layers_->size(); i-- > 0;) {
     hooks_->before_backward(i);
+    ctx.leaves = hooks_->leaf_hooks(i);
     g = &layers_->backward_range(i, i + 1, *g, ctx);
+    ctx.leaves = nullptr;
     hooks_->after_backward(i);
   }
   ctx.rows = nullptr;

@@ -69,6 +69,9 @@ class LayerHooks {
   // The matrix the hooks stream in row blocks, set in Context::rows for
   // every layer (null: none).
   virtual RowStream* row_stream() { return nullptr; }
+  // The hooks around the leaves of layer i, set in Context::leaves while it
+  // runs (null: the layer is one unit).
+  virtual LeafHooks* leaf_hooks(size_t layer) { return nullptr; }
 };
 
 // [begin, end) ranges of a parameter arena.

@@ -41,6 +41,21 @@ class RowStream {
   virtual void ids_done(int64_t cols, const int32_t* ids, int64_t n) = 0;
 };
 
+class Module;
+
+// Called around the forward and backward of each module with parameters
+// inside a container (Sequential, Residual) that the model's layer hooks
+// split: ZeRO stage 3 gathers a large transformer block Linear by Linear
+// instead of whole (Model sets Context::leaves while such a layer runs).
+class LeafHooks {
+ public:
+  virtual ~LeafHooks() = default;
+  virtual void before_forward(const Module& m) = 0;
+  virtual void after_forward(const Module& m) = 0;
+  virtual void before_backward(const Module& m) = 0;
+  virtual void after_backward(const Module& m) = 0;
+};
+
 struct Context {
   bool training = true;
   bool accumulate = false;  // add into the gradient arena instead of overwriting it
@@ -55,6 +70,8 @@ struct Context {
   std::function<void(int64_t, int64_t)> grad_ready;
   // Set by the model while its layer hooks stream a matrix (null: none).
   RowStream* rows = nullptr;
+  // Set by the model while a top-level layer its hooks split runs (null: none).
+  LeafHooks* leaves = nullptr;
 };
 
 // Where modules register their parameters (with gradients) and buffers
@@ -89,6 +106,11 @@ class Module {
   virtual const Tensor& forward(const Tensor& x, Context& ctx) = 0;
   // Returns dx (undefined when !needs_input_grad()); dy is never modified.
   virtual const Tensor& backward(const Tensor& dy, Context& ctx) = 0;
+  // The modules with parameters this one runs, in forward order: itself, or
+  // for containers their children's.
+  virtual void collect_leaves(std::vector<const Module*>& out) const {
+    if (num_params()) out.push_back(this);
+  }
 
   // Containers pass it on to the children that receive their input.
   virtual void set_needs_input_grad(bool v) { needs_input_grad_ = v; }

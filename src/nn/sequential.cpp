@@ -54,6 +54,10 @@ double Sequential::activation_elems(const Shape& in) const {
   return total;
 }
 
+void Sequential::collect_leaves(std::vector<const Module*>& out) const {
+  for (auto& c : children_) c.second->collect_leaves(out);
+}
+
 const Tensor& Sequential::forward(const Tensor& x, Context& ctx) {
   return forward_range(0, children_.size(), x, ctx);
 }
@@ -74,19 +78,29 @@ const Tensor& Sequential::forward_range(size_t begin, size_t end, const Tensor& 
   if (timeline::on()) [[unlikely]]
     return forward_traced(begin, end, x, ctx);
   const Tensor* h = &x;
-  for (size_t i = begin; i < end; ++i) {
-    h = &children_[i].second->forward(*h, ctx);
-    store_as_f16(*h, ctx);
-  }
+  for (size_t i = begin; i < end; ++i) h = &forward_child(i, *h, ctx);
   return *h;
+}
+
+// Child i's forward, between the leaf hooks when a split layer runs
+// (containers among the children pass them on to their own).
+const Tensor& Sequential::forward_child(size_t i, const Tensor& x, Context& ctx) {
+  Module& m = *children_[i].second;
+  if (ctx.leaves) ctx.leaves->before_forward(m);
+  const Tensor& h = m.forward(x, ctx);
+  store_as_f16(h, ctx);
+  if (ctx.leaves) ctx.leaves->after_forward(m);
+  return h;
 }
 
 // Child i's backward; then its gradient range is announced (after the span
 // of its backward, when traced: the bucket it completes is queued after it).
 const Tensor& Sequential::backward_child(size_t i, const Tensor& dy, Context& ctx) {
   Module& m = *children_[i].second;
+  if (ctx.leaves) ctx.leaves->before_backward(m);
   const Tensor& g = m.backward(dy, ctx);
   if (m.needs_input_grad()) store_as_f16(g, ctx);
+  if (ctx.leaves) ctx.leaves->after_backward(m);
   return g;
 }
 
@@ -120,8 +134,7 @@ const Tensor& Sequential::forward_traced(size_t begin, size_t end, const Tensor&
   for (size_t i = begin; i < end; ++i) {
     const char* name = trace_names_.empty() ? nullptr : trace_names_[i].first;
     timeline::Span span("forward", name, "layer", int64_t(i));
-    h = &children_[i].second->forward(*h, ctx);
-    store_as_f16(*h, ctx);
+    h = &forward_child(i, *h, ctx);
   }
   return *h;
 }
@@ -174,6 +187,11 @@ void Residual::register_params(ParamRegistry& reg, const std::string& prefix) {
   if (shortcut_) shortcut_->register_params(reg, prefix + "downsample.");
   param_end_ = reg.params->size();
   buffer_end_ = reg.buffers->size();
+}
+
+void Residual::collect_leaves(std::vector<const Module*>& out) const {
+  branch_->collect_leaves(out);
+  if (shortcut_) shortcut_->collect_leaves(out);
 }
 
 void Residual::init_params(Rng& rng, InitStyle style) {

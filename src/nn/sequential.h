@@ -23,6 +23,7 @@ class Sequential : public Module {
   // Announces each child's gradient range through ctx.grad_ready as it
   // completes; stops at the first frozen child (all before it are frozen).
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
+  void collect_leaves(std::vector<const Module*>& out) const override;
   // The first child receives the input.
   void set_needs_input_grad(bool v) override;
   void set_frozen(bool v) override;
@@ -42,6 +43,7 @@ class Sequential : public Module {
   // The ranges' loops with a timeline span around each child (timeline on).
   const Tensor& forward_traced(size_t begin, size_t end, const Tensor& x, Context& ctx);
   const Tensor& backward_traced(size_t begin, size_t end, const Tensor& dy, Context& ctx);
+  const Tensor& forward_child(size_t i, const Tensor& x, Context& ctx);
   const Tensor& backward_child(size_t i, const Tensor& dy, Context& ctx);
 
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
@@ -66,6 +68,7 @@ class Residual final : public Module {
   double activation_elems(const Shape& in) const override;
   const Tensor& forward(const Tensor& x, Context& ctx) override;
   const Tensor& backward(const Tensor& dy, Context& ctx) override;
+  void collect_leaves(std::vector<const Module*>& out) const override;
   // Both paths receive the input; without it the sum of their dx is skipped.
   void set_needs_input_grad(bool v) override;
   void set_frozen(bool v) override;

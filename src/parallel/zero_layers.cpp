@@ -29,6 +29,13 @@ nn::Ranges subtract(int64_t b, int64_t e, const nn::Ranges& keep) {
 
 }  // namespace
 
+std::vector<const nn::Module*> zero_units(const nn::Module& m, bool tied, int64_t bucket) {
+  std::vector<const nn::Module*> leaves;
+  m.collect_leaves(leaves);
+  if (tied || m.num_params() <= bucket || leaves.size() < 2) return {&m};
+  return leaves;
+}
+
 ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout,
                        int stage, double bucket_mb, bool stream_rows)
     : comm_(comm),
@@ -43,16 +50,30 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLa
     const ParamInfo& owner = a.infos()[a.ties()[0].owner];
     if (owner.offset >= layout.first()) slot_b_ = owner.offset, slot_e_ = owner.offset + owner.numel();
   }
-  const size_t n = model.layers().size();
-  for (size_t i = 0; i < n; ++i) {
-    nn::Ranges r;
-    for (auto [b, e] : model.layer_ranges(i))
-      for (auto part : subtract(b, e, {{slot_b_, slot_e_}})) r.push_back(part);
-    ranges_.push_back(r);
-    const nn::Module& m = model.layers().child(i);
-    if (m.param_begin() <= slot_b_ && slot_b_ < m.param_end()) slot_layer_ = i;
+  for (size_t i = 0; i < model.layers().size(); ++i) add_layer(i);
+  ticket_.assign(units_.size(), 0);
+}
+
+// Layer i's units: itself, or, split, each of its leaves.
+void ZeroLayers::add_layer(size_t i) {
+  const nn::Module& m = model_.layers().child(i);
+  const nn::Ranges reads = model_.layer_ranges(i);  // its own range, and a tie's slot
+  const std::vector<const nn::Module*> leaves = zero_units(m, reads.size() > 1, bucket_);
+  const bool split = leaves[0] != &m;
+  layer_unit_.push_back(units_.size());
+  split_.push_back(split);
+  const nn::Ranges slot = {{slot_b_, slot_e_}};
+  for (const nn::Module* leaf : leaves) {
+    Unit u;
+    for (auto [b, e] : split ? nn::Ranges{{leaf->param_begin(), leaf->param_end()}} : reads)
+      for (auto part : subtract(b, e, slot)) u.ranges.push_back(part);
+    // --freeze: a frozen prefix has no gradient to reduce (layout_.first()).
+    const int64_t b = std::max(leaf->param_begin(), layout_.first());
+    if (b < leaf->param_end()) u.grads = subtract(b, leaf->param_end(), slot);  // the matrix: ids_done
+    if (leaf->param_begin() <= slot_b_ && slot_b_ < leaf->param_end()) slot_unit_ = units_.size();
+    if (split) leaf_unit_[leaf] = units_.size();
+    units_.push_back(std::move(u));
   }
-  ticket_.assign(n, 0);
 }
 
 void ZeroLayers::shard_params() {
@@ -63,69 +84,93 @@ void ZeroLayers::shard_params() {
 
 int64_t ZeroLayers::held() const {
   int64_t n = 0;
-  for (size_t i = 0; i < ranges_.size(); ++i)
-    if (ticket_[i])
-      for (auto [b, e] : ranges_[i]) n += e - b;
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (ticket_[u])
+      for (auto [b, e] : units_[u].ranges) n += e - b;
   return n;
 }
 
-void ZeroLayers::fetch(size_t i) {
-  if (!gather_ || ticket_[i]) return;
+void ZeroLayers::fetch(size_t u) {
+  if (!gather_ || ticket_[u]) return;
   float* w = model_.params().params().f32();
-  const nn::Ranges r = ranges_[i];
-  ticket_[i] = queue_.push([this, w, r, i] {
-    timeline::Span span("zero", "gather", "layer", int64_t(i));
+  const nn::Ranges r = units_[u].ranges;
+  ticket_[u] = queue_.push([this, w, r, u] {
+    timeline::Span span("zero", "gather", "unit", int64_t(u));
     for (auto [b, e] : r) gather_range(comm_, layout_, w, b, e);
   });
   peak_gathered_ = std::max(peak_gathered_, held());
 }
 
-void ZeroLayers::wait_for(size_t i) {
+void ZeroLayers::wait_for(size_t u) {
   if (!gather_) return;
   Timer t;
-  timeline::Span span("zero", "wait for gather", "layer", int64_t(i));
-  queue_.wait(ticket_[i]);
+  timeline::Span span("zero", "wait for gather", "unit", int64_t(u));
+  queue_.wait(ticket_[u]);
   wait_s_ += t.seconds();
 }
 
-void ZeroLayers::drop(size_t i, const nn::Ranges& keep) {
-  if (!gather_ || !ticket_[i]) return;
+void ZeroLayers::drop(size_t u, const nn::Ranges& keep) {
+  if (!gather_ || !ticket_[u]) return;
   float* w = model_.params().params().f32();
-  for (auto [b, e] : ranges_[i])
+  for (auto [b, e] : units_[u].ranges)
     for (auto [lo, hi] : subtract(b, e, keep)) release_unowned(layout_, comm_.rank(), w, lo, hi, false);
-  ticket_[i] = 0;
+  ticket_[u] = 0;
 }
 
 void ZeroLayers::before_forward(size_t i) {
-  // A forward without backward (evaluation) left its last layer held.
-  if (i == 0)
-    for (size_t j = 2; j < ranges_.size(); ++j) drop(j, ranges_[0]);
-  fetch(i);
-  if (i + 1 < ranges_.size()) fetch(i + 1);
-  wait_for(i);
+  if (!split_[i]) unit_before_forward(layer_unit_[i]);
 }
-
 void ZeroLayers::after_forward(size_t i) {
-  if (i + 1 < ranges_.size()) drop(i, ranges_[i + 1]);  // the last stays for backward
+  if (!split_[i]) unit_after_forward(layer_unit_[i]);
+}
+void ZeroLayers::before_backward(size_t i) {
+  if (!split_[i]) unit_before_backward(layer_unit_[i]);
+}
+void ZeroLayers::after_backward(size_t i) {
+  if (!split_[i]) unit_after_backward(layer_unit_[i]);
 }
 
-void ZeroLayers::before_backward(size_t i) {
+// A split layer's children that are containers or hold no parameters are
+// not units: their leaves' calls come on their own.
+void ZeroLayers::before_forward(const nn::Module& m) {
+  if (auto it = leaf_unit_.find(&m); it != leaf_unit_.end()) unit_before_forward(it->second);
+}
+void ZeroLayers::after_forward(const nn::Module& m) {
+  if (auto it = leaf_unit_.find(&m); it != leaf_unit_.end()) unit_after_forward(it->second);
+}
+void ZeroLayers::before_backward(const nn::Module& m) {
+  if (auto it = leaf_unit_.find(&m); it != leaf_unit_.end()) unit_before_backward(it->second);
+}
+void ZeroLayers::after_backward(const nn::Module& m) {
+  if (auto it = leaf_unit_.find(&m); it != leaf_unit_.end()) unit_after_backward(it->second);
+}
+
+void ZeroLayers::unit_before_forward(size_t u) {
+  // A forward without backward (evaluation) left its last unit held.
+  if (u == 0)
+    for (size_t j = 2; j < units_.size(); ++j) drop(j, units_[0].ranges);
+  fetch(u);
+  if (u + 1 < units_.size()) fetch(u + 1);
+  wait_for(u);
+}
+
+void ZeroLayers::unit_after_forward(size_t u) {
+  if (u + 1 < units_.size()) drop(u, units_[u + 1].ranges);  // the last stays for backward
+}
+
+void ZeroLayers::unit_before_backward(size_t u) {
   // The embedding adds its rows into the matrix's gradient, which the head's
   // reduce-scatters may still be reading.
-  if (i == slot_layer_ && row_stream() && armed_) wait_reductions();
-  fetch(i);
-  if (i > 0) fetch(i - 1);
-  wait_for(i);
+  if (u == slot_unit_ && row_stream() && armed_) wait_reductions();
+  fetch(u);
+  if (u > 0) fetch(u - 1);
+  wait_for(u);
 }
 
-void ZeroLayers::after_backward(size_t i) {
-  drop(i, i > 0 ? ranges_[i - 1] : nn::Ranges{});
+void ZeroLayers::unit_after_backward(size_t u) {
+  drop(u, u > 0 ? units_[u - 1].ranges : nn::Ranges{});
   if (!armed_) return;
-  const nn::Module& m = model_.layers().child(i);
-  // --freeze: a frozen prefix has no gradient to reduce (layout_.first()).
-  const int64_t b = std::max(m.param_begin(), layout_.first());
-  if (m.param_end() <= b) return;
-  const nn::Ranges parts = subtract(b, m.param_end(), {{slot_b_, slot_e_}});  // the matrix: ids_done
+  const nn::Ranges& parts = units_[u].grads;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) add_grads(it->first, it->second);
 }
 
@@ -168,6 +213,10 @@ void ZeroLayers::flush() {
 void ZeroLayers::finish_backward() {
   flush();
   wait_reductions();
+  // Backward prefetches unit u-1 after u, which is not always the unit it
+  // runs next (a bottleneck's shortcut runs after its branch): such a unit
+  // may still be held. Nothing held may outlive the step that changes it.
+  for (size_t u = 0; u < units_.size(); ++u) drop(u, {});
 }
 
 void ZeroLayers::wait_reductions() {

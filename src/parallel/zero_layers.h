@@ -9,7 +9,12 @@
 //     layer i runs (forward or backward) its ranges are gathered, and layer
 //     i+1's (i-1's in backward) are queued to arrive while i computes; after
 //     it runs the pages not in the shard are returned. The last layer stays
-//     from its forward to its backward.
+//     from its forward to its backward. A top-level layer larger than a
+//     gradient bucket (a transformer block) is split: the unit of
+//     gathering, freeing and gradient reduction is then each module with
+//     parameters inside it (nn::LeafHooks: a Linear, a layer-norm), as
+//     DeepSpeed gathers per submodule, so a rank holds two Linears' weights
+//     instead of two blocks';
 //   the vocabulary matrix (a tied weight, GPT-2's wte, at f32): streamed in
 //     row blocks (nn::RowStream), so it is never gathered whole or its
 //     gradient held whole. The head gathers (stage 3) one block of rows at
@@ -29,15 +34,22 @@
 
 namespace cohort {
 
-class ZeroLayers final : public nn::LayerHooks, public nn::RowStream {
+// The units ZeRO gathers and reduces top-level layer `m` in: itself or,
+// when it holds more than `bucket` parameters (a gradient bucket's
+// elements) and reads no tied weight, its leaves.
+std::vector<const nn::Module*> zero_units(const nn::Module& m, bool tied, int64_t bucket);
+
+class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn::RowStream {
  public:
+
   // stream_rows: stream the tied matrix (the model computes in f32).
   ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout, int stage,
              double bucket_mb, bool stream_rows);
 
   // Stage 3, before the first step: returns every page outside the shard.
   void shard_params();
-  // After each backward: queues the last bucket and waits for every task.
+  // After each backward: queues the last bucket, waits for every task and
+  // releases every unit still gathered.
   void finish_backward();
   // Stage 1: whether this micro-batch's backward reduces (the step's last
   // one does; before it gradients add up whole on each rank). Stages 2 and 3
@@ -52,6 +64,11 @@ class ZeroLayers final : public nn::LayerHooks, public nn::RowStream {
   void before_backward(size_t layer) override;
   void after_backward(size_t layer) override;
   nn::RowStream* row_stream() override { return slot_e_ > slot_b_ ? this : nullptr; }
+  nn::LeafHooks* leaf_hooks(size_t layer) override { return split_[layer] ? this : nullptr; }
+  void before_forward(const nn::Module& m) override;
+  void after_forward(const nn::Module& m) override;
+  void before_backward(const nn::Module& m) override;
+  void after_backward(const nn::Module& m) override;
 
   bool streams(const float* weight) const override;
   void acquire(int64_t cols, int64_t r0, int64_t r1, int64_t n0, int64_t n1) override;
@@ -69,9 +86,19 @@ class ZeroLayers final : public nn::LayerHooks, public nn::RowStream {
   int64_t peak_bucket() const { return peak_bucket_; }
 
  private:
-  void fetch(size_t layer);
-  void wait_for(size_t layer);
-  void drop(size_t layer, const nn::Ranges& keep);
+  // A unit of gathering and reduction: a top-level layer, or a leaf of a split one.
+  struct Unit {
+    nn::Ranges ranges;  // the parameters it reads (the streamed matrix left out)
+    nn::Ranges grads;   // the gradients it completes (the same, ties left out)
+  };
+  void add_layer(size_t i);
+  void unit_before_forward(size_t u);
+  void unit_after_forward(size_t u);
+  void unit_before_backward(size_t u);
+  void unit_after_backward(size_t u);
+  void fetch(size_t u);
+  void wait_for(size_t u);
+  void drop(size_t u, const nn::Ranges& keep);
   void add_grads(int64_t b, int64_t e);
   void flush();
   int64_t held() const;
@@ -87,13 +114,16 @@ class ZeroLayers final : public nn::LayerHooks, public nn::RowStream {
   bool allreduce_;  // stage 1
   bool armed_ = true;
   int64_t bucket_;
-  std::vector<nn::Ranges> ranges_;          // per top-level layer
-  std::vector<CommQueue::Ticket> ticket_;   // its gather's; 0: not held
+  std::vector<Unit> units_;                 // in forward order
+  std::vector<size_t> layer_unit_;          // per top-level layer: its (first) unit
+  std::vector<bool> split_;                 // per top-level layer: gathered per leaf
+  std::map<const nn::Module*, size_t> leaf_unit_;  // the leaves of split layers
+  std::vector<CommQueue::Ticket> ticket_;   // per unit, its gather's; 0: not held
   std::deque<CommQueue::Ticket> reducing_;  // buckets queued, oldest first
   int64_t lo_ = 0, hi_ = 0;                 // the bucket filling
   std::vector<float> scratch_;              // the queue thread's
   int64_t slot_b_ = 0, slot_e_ = 0;         // the streamed matrix's range (empty: none)
-  size_t slot_layer_ = 0;                   // the top-level layer that owns it
+  size_t slot_unit_ = 0;                    // the unit that owns it
   std::map<int64_t, CommQueue::Ticket> blocks_;  // stage 3: row blocks gathered, by begin
   int64_t block_held_ = 0;                  // their elements
   nn::Ranges id_held_;                      // stage 3: the ids' rows gathered

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/tokens.h"
 #include "nn/layers.h"
+#include "parallel/zero_layers.h"
 
 namespace cohort {
 
@@ -117,18 +118,24 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
 
 namespace {
 
-// The two largest top-level layers' parameters, less those in [sb, se).
-int64_t two_largest(nn::Sequential& layers, int64_t sb, int64_t se) {
+// The two largest units ZeRO-3 gathers (top-level layers, or the leaves of
+// large ones: parallel/zero_layers.h), less the parameters in [sb, se).
+int64_t two_largest(nn::Sequential& layers, const Arena& params, int64_t bucket, int64_t sb,
+                    int64_t se) {
   int64_t first = 0, second = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
-    const nn::Module& c = layers.child(i);
-    const int64_t p = c.num_params() - std::max<int64_t>(0, std::min(se, c.param_end()) -
-                                                                std::max(sb, c.param_begin()));
-    if (p > first) {
-      second = first;
-      first = p;
-    } else if (p > second) {
-      second = p;
+    const std::string prefix = layers.child_name(i) + ".";
+    bool tied = false;
+    for (const Arena::Tie& t : params.ties()) tied = tied || t.name.rfind(prefix, 0) == 0;
+    for (const nn::Module* c : zero_units(layers.child(i), tied, bucket)) {
+      const int64_t p = c->num_params() - std::max<int64_t>(0, std::min(se, c->param_end()) -
+                                                                   std::max(sb, c->param_begin()));
+      if (p > first) {
+        second = first;
+        first = p;
+      } else if (p > second) {
+        second = p;
+      }
     }
   }
   return first + second;
@@ -136,7 +143,7 @@ int64_t two_largest(nn::Sequential& layers, int64_t sb, int64_t se) {
 
 }  // namespace
 
-ModelFigures model_figures(const nn::ModelSpec& spec, const TrainConfig& cfg) {
+ModelFigures model_figures(const nn::ModelSpec& spec, const TrainConfig& cfg, double bucket_mb) {
   // Registering the layers sizes their ranges; nothing is allocated (count_params).
   std::unique_ptr<nn::Sequential> layers = spec.layers();
   Arena params, buffers;
@@ -144,13 +151,14 @@ ModelFigures model_figures(const nn::ModelSpec& spec, const TrainConfig& cfg) {
   layers->register_params(reg, "");
   ModelFigures m;
   m.params = params.size();
-  m.working_set = two_largest(*layers, 0, 0);
+  const int64_t bucket = std::max<int64_t>(1, int64_t(bucket_mb * kMiB / sizeof(float)));
+  m.working_set = two_largest(*layers, params, bucket, 0, 0);
   // GPT-2's head tied to wte: the layers' parameters without the tied
   // matrix, and two of its row blocks (the one in use and the next).
   if (params.ties().size() == 1) {
     const ParamInfo& owner = params.infos()[params.ties()[0].owner];
     const int64_t rows = std::min(owner.shape[0], nn::kTiedBlockRows);
-    m.working_set_streamed = two_largest(*layers, owner.offset, owner.offset + owner.numel()) +
+    m.working_set_streamed = two_largest(*layers, params, bucket, owner.offset, owner.offset + owner.numel()) +
                              2 * rows * (owner.numel() / owner.shape[0]);
   }
   Shape in = spec.input.shape;

@@ -27,7 +27,7 @@ namespace cohort {
 // What the estimate reads of a model, found without allocating it.
 struct ModelFigures {
   int64_t params = 0;           // Psi
-  int64_t working_set = 0;      // the two largest top-level layers' parameters
+  int64_t working_set = 0;      // the two largest units ZeRO-3 gathers, parameters
   // The same without a tied vocabulary matrix (GPT-2's wte) but with two of
   // its row blocks: ZeRO streams it at f32 (parallel/zero_layers.h); 0: no
   // such matrix.
@@ -62,8 +62,10 @@ struct MemoryEstimate {
 int optimizer_state_bytes(const std::string& optimizer, float momentum);
 // The closed forms above, for one rank.
 MemoryEstimate estimate_memory(const ModelFigures& model, const MemoryPlanInputs& in);
-// The model's figures at `batch` per rank, and the data set's bytes.
-ModelFigures model_figures(const nn::ModelSpec& spec, const TrainConfig& cfg);
+// The model's figures at `batch` per rank (ZeRO-3's units cut at buckets of
+// `bucket_mb`: parallel/zero_layers.h), and the data set's bytes.
+ModelFigures model_figures(const nn::ModelSpec& spec, const TrainConfig& cfg,
+                           double bucket_mb = 25);
 // This run's inputs: the strategy as it runs on `world` ranks.
 MemoryPlanInputs plan_inputs(const TrainConfig& cfg, const RunSettings& settings, int world);
 

@@ -173,7 +173,7 @@ Run set_up(const TrainConfig& cfg, comm::Communicator* comm) {
   Run run;
   const RunSettings settings = cfg.run_settings();
   // Before any arena is allocated: a run that cannot fit is refused in seconds.
-  const ModelFigures figures = model_figures(*settings.model, cfg);
+  const ModelFigures figures = model_figures(*settings.model, cfg, settings.bucket_mb);
   const MemoryPlanInputs plan = plan_inputs(cfg, settings, comm ? comm->size() : 1);
   run.memory = estimate_memory(figures, plan);
   run.ranks_on_machine = comm ? std::min(comm->size(), ranks_on_this_node()) : 1;

@@ -113,7 +113,8 @@ TEST(MemoryPlan, ModelFiguresWithoutBuilding) {
 }
 
 // GPT-2's head is tied to wte: at f32 ZeRO streams it in row blocks, so
-// stage 3's working set leaves it out and adds two of its blocks instead.
+// stage 3's working set leaves it out and adds two of its blocks instead;
+// the transformer blocks count by their leaves.
 TEST(MemoryPlan, StageThreeStreamsTheTiedVocabularyMatrixAtF32) {
   const auto spec = nn::find_model("gpt2");  // 124M: 12 blocks, 768 wide, vocab 50257, context 1024
   TrainConfig cfg;
@@ -121,10 +122,15 @@ TEST(MemoryPlan, StageThreeStreamsTheTiedVocabularyMatrixAtF32) {
   cfg.data = "synthetic";
   cfg.limit = 16;
   const ModelFigures m = model_figures(*spec, cfg);
-  const int64_t c = 768, block = 12 * c * c + 13 * c;  // 4 linears and 2 layer-norms
-  EXPECT_EQ(m.working_set, 50257 * c + 1024 * c + block);  // the embedding (wte, wpe) and a block
-  // Without wte: two blocks, and two of wte's blocks of 2048 rows.
-  EXPECT_EQ(m.working_set_streamed, 2 * block + 2 * 2048 * c);
+  // A block (12 c^2 + 13 c = 7.08M parameters) exceeds a 25 MB bucket (6.55M
+  // elements): ZeRO-3 gathers it leaf by leaf, the largest being the MLP's
+  // c_fc {c, 4c} with its bias.
+  const int64_t c = 768, fc = 4 * c * c + 4 * c;
+  EXPECT_EQ(m.working_set, 50257 * c + 1024 * c + fc);  // the embedding (wte, wpe) and c_fc
+  // Without wte: the two largest units, two blocks' c_fc (an upper bound: the
+  // units held at once are neighbours, c_fc and c_proj, 3c fewer), and two of
+  // wte's blocks of 2048 rows.
+  EXPECT_EQ(m.working_set_streamed, 2 * fc + 2 * 2048 * c);
   MemoryPlanInputs f32 = inputs("zero", 3, 4), bf16 = f32;
   f32.bucket_mb = bf16.bucket_mb = 25;
   bf16.precision = DType::kBF16;
