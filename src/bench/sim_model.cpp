@@ -144,6 +144,21 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // layer inside one rank's block is sent whole by that rank to every other.
 // Each gather lands in pages released after the layer's last use: refilling
 // them (Profile::refill) is the rank's own CPU work, on its compute's clock.
+// The units ZeRO-3 gathers layer i in (parallel/zero_layers.h): the layer,
+// or each of its leaves when it holds more than a bucket; {begin, end}.
+std::vector<std::pair<int64_t, int64_t>> zero3_units(const Profile& p, size_t i, int64_t begin,
+                                                     double bucket_mb) {
+  const LayerCost& l = p.layers[i];
+  const int64_t bucket = std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / 4));
+  if (l.params <= bucket || l.leaves.size() < 2) return {{begin, begin + l.params}};
+  std::vector<std::pair<int64_t, int64_t>> units;
+  for (int64_t n : l.leaves) {
+    units.push_back({begin, begin + n});
+    begin += n;
+  }
+  return units;
+}
+
 Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
                  const Group& g, double f) {
   const size_t n = p.layers.size();
@@ -151,9 +166,13 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   const auto off = param_offsets(p);
   const int64_t total = p.params();
   for (size_t i = 0; i < n; ++i) {
-    const auto parts = block_parts(off[i], off[i + 1], total, g.count);
-    gather[i] = shard_gather_time(t, g, parts);
-    copy[i] = shard_gather_time(cpu, g, parts);
+    // A layer's units are gathered one after another on the queue: each from
+    // the ranks whose blocks it falls in.
+    for (auto [b, e] : zero3_units(p, i, off[i], plan.bucket_mb)) {
+      const auto parts = block_parts(b, e, total, g.count);
+      gather[i] += shard_gather_time(t, g, parts);
+      copy[i] += shard_gather_time(cpu, g, parts);
+    }
     fill[i] = p.refill * 4.0 * double(p.layers[i].params) * f;
   }
   const double per_bucket = plan.bucket_mb * (1 << 20) / 4;

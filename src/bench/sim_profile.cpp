@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/models/zoo.h"
+#include "nn/sequential.h"
 #include "optim/optimizer.h"
 #include "parallel/stages.h"
 
@@ -168,6 +169,20 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   p.optimizer = time_optimizer(*model);
   p.refill = time_refill();
   return p;
+}
+
+void attach_leaves(Profile& p, int64_t seq, int64_t vocab) {
+  std::unique_ptr<nn::Sequential> layers = nn::find_model(p.model, seq, vocab)->layers();
+  Arena params, buffers;
+  nn::ParamRegistry reg{&params, &buffers};
+  layers->register_params(reg, "");
+  if (layers->size() != p.layers.size()) return;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    std::vector<const nn::Module*> leaves;
+    layers->child(i).collect_leaves(leaves);
+    p.layers[i].leaves.clear();
+    for (const nn::Module* l : leaves) p.layers[i].leaves.push_back(l->num_params());
+  }
 }
 
 Profile flops_profile(const std::string& name, int64_t seq, int64_t vocab, int64_t batch,

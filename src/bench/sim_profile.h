@@ -16,6 +16,10 @@ struct LayerCost {
   int64_t params = 0;                // parameters (f32 elements) the layer owns
   double out_bytes = 0;              // f32 activation bytes per sample leaving the layer
   double flops = 0;                  // forward FLOPs per sample
+  // The parameters of each module with parameters inside it, in forward
+  // order (ZeRO-3 gathers a layer larger than a bucket leaf by leaf); empty
+  // where unknown: the layer is one unit.
+  std::vector<int64_t> leaves;
 };
 
 struct Profile {
@@ -53,6 +57,10 @@ struct Profile {
 // backward, Adam's step over the whole arena, and the page refill rate.
 Profile measure_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
                         int threads);
+
+// Fills each layer's `leaves` from the model's registration (nothing is
+// allocated); a profile whose layers do not match the model's is left whole.
+void attach_leaves(Profile& p, int64_t seq, int64_t vocab);
 
 // A profile from the model's FLOPs alone: forward = FLOPs x batch / rate,
 // backward twice that, no optimizer time: another machine's figures from

@@ -183,6 +183,7 @@ sim::Profile compute_profile(const SimulateConfig& c) {
                        ", --model says ", c.model);
   }
   if (!c.save_compute.empty()) sim::save_profile(p, c.save_compute);
+  sim::attach_leaves(p, c.seq, c.vocab);
   return p;
 }
 

@@ -381,6 +381,32 @@ TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
   EXPECT_NEAR(step, 5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
 }
 
+TEST(SimModel, ZeroThreeGathersTheLeavesOfALayerLargerThanABucketOneByOne) {
+  // Three layers of 2^20 parameters on 2 ranks, no compute: the middle one
+  // straddles the two ranks' blocks. Whole, half of it comes from each owner
+  // at once; as two leaves of 2^19, each inside one block, each owner sends
+  // its leaf alone, one after the other: one more gather of 2^19 floats,
+  // forward and backward (parallel/zero_layers.h).
+  Profile p = uniform(3, 1 << 20);
+  for (auto& l : p.layers) l.forward = l.backward = 0;
+  p.optimizer = 0;
+  Plan plan;
+  plan.parallel = "zero";
+  plan.zero_stage = 3;
+  plan.batch = 8;
+  plan.bucket_mb = 1;  // 2^18 elements: the layer is larger
+  const double alpha = 1e-4, bw = 1e9;
+  const Topology t = one_host(2, alpha, bw);
+  const double whole = predict(p, plan, t).step;
+  p.layers[1].leaves = {1 << 19, 1 << 19};
+  EXPECT_NEAR(predict(p, plan, t).step - whole, 2 * (alpha + 4.0 * (1 << 19) / bw), 1e-12);
+  // In 8 MB buckets (2^21 elements) the layer stays whole.
+  plan.bucket_mb = 8;
+  const double fits = predict(p, plan, t).step;
+  p.layers[1].leaves.clear();
+  EXPECT_NEAR(predict(p, plan, t).step, fits, 1e-12);
+}
+
 TEST(SimModel, ZeroOneAndTwoRefillTheGradientsOutsideTheShard) {
   // Stages 1 and 2 return the gradient pages outside the shard after each
   // bucket's reduction: every step writes (N-1)/N of the 4 x 3P bytes afresh.
