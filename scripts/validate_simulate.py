@@ -151,14 +151,7 @@ def measure(model, inputs, comm_file):
     single = rate(simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, curve,
                            comm_file))
     anchor = single / best["single"]
-    with open(prof) as f:
-        pj = json.load(f)
-    for l in pj["layers"]:
-        l["forward_s"] *= anchor
-        l["backward_s"] *= anchor
-    pj["optimizer_s"] *= anchor
-    with open(prof, "w") as f:
-        json.dump(pj, f, indent=1)
+    scale_profile(prof, prof, anchor)
     print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
     return {"contention": curve, "alone": alone, "anchor": anchor, "best": best}
 
@@ -298,17 +291,22 @@ def drifted_profile(inputs, model, drift):
     prof = os.path.join(inputs, "%s.json" % model)
     if drift == 1.0:
         return prof
-    with open(prof) as f:
-        pj = json.load(f)
-    for l in pj["layers"]:
-        l["forward_s"] *= drift
-        l["backward_s"] *= drift
-    pj["optimizer_s"] *= drift
     out = os.path.join(inputs, "drifted", "%s-x%.4f.json" % (model, drift))
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(pj, f, indent=1)
+    scale_profile(prof, out, drift)
     return out
+
+
+def scale_profile(src, dst, factor):
+    """The profile at src with its layer and optimizer times x factor, to dst."""
+    with open(src) as f:
+        pj = json.load(f)
+    for l in pj["layers"]:
+        l["forward_s"] *= factor
+        l["backward_s"] *= factor
+    pj["optimizer_s"] *= factor
+    with open(dst, "w") as f:
+        json.dump(pj, f, indent=1)
 
 
 def predicted_row(model, config, ranks, m, best, predict, cluster=False, drift=1.0):

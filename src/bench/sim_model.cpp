@@ -55,10 +55,15 @@ std::vector<int64_t> param_offsets(const Profile& p) {
   return off;
 }
 
+// A bucket's f32 elements.
+int64_t bucket_elems(double bucket_mb) {
+  return std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / 4));
+}
+
 // Gradient buckets as data parallelism cuts them: from the end of the
 // arena, bucket_mb each; {begin, end} in elements.
 std::vector<std::pair<int64_t, int64_t>> buckets(int64_t n, double bucket_mb) {
-  const int64_t per = std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / 4));
+  const int64_t per = bucket_elems(bucket_mb);
   std::vector<std::pair<int64_t, int64_t>> b;
   for (int64_t end = n; end > 0; end -= per) b.push_back({std::max<int64_t>(0, end - per), end});
   return b;
@@ -149,8 +154,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 std::vector<std::pair<int64_t, int64_t>> zero3_units(const Profile& p, size_t i, int64_t begin,
                                                      double bucket_mb) {
   const LayerCost& l = p.layers[i];
-  const int64_t bucket = std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / 4));
-  if (l.params <= bucket || l.leaves.size() < 2) return {{begin, begin + l.params}};
+  if (l.params <= bucket_elems(bucket_mb) || l.leaves.size() < 2) return {{begin, begin + l.params}};
   std::vector<std::pair<int64_t, int64_t>> units;
   for (int64_t n : l.leaves) {
     units.push_back({begin, begin + n});
