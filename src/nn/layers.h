@@ -107,7 +107,7 @@ class Linear final : public Module {
   std::vector<Param> params() override;
 
  private:
-  // A tied weight at f32 runs in blocks of output rows (nn/linear_blocks.cpp),
+  // A tied weight runs in blocks of output rows (nn/linear_blocks.cpp),
   // each fetched from Context::rows where that streams it.
   const Tensor& forward_blocks(Context& ctx);
   const Tensor& backward_blocks(const Tensor& dy, Context& ctx);
@@ -119,6 +119,7 @@ class Linear final : public Module {
   Tensor weight_, dweight_, b_, db_;
   Tensor x_, y_, dy_relu_, dx_;  // x_ and y_ as {rows, I} and {rows, O}
   Tensor block_y_, block_dx_;    // a block's output (or its gradient) and dx share
+  Tensor dx_sum_;                // bf16: the shares added up in f32
   Shape x_shape_;
   std::map<OpKey, std::unique_ptr<ops::Linear>> ops_;
   ops::Linear* op_ = nullptr;

@@ -32,7 +32,7 @@ const Tensor& Linear::forward(const Tensor& x, Context& ctx) {
   const int64_t rows = x.numel() / in_;
   x_shape_ = x.shape();
   x_ = x.reshape({rows, in_});
-  blocks_ = !options_.tied_to.empty() && x.dtype() == DType::kF32 && !relu_;
+  blocks_ = !options_.tied_to.empty() && !relu_;
   streamed_ = blocks_ && ctx.rows && ctx.rows->streams(weight_.f32()) ? ctx.rows : nullptr;
   if (blocks_) return forward_blocks(ctx);
   auto& op = ops_[{x.dtype(), {rows}}];

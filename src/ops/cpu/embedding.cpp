@@ -1,6 +1,10 @@
 // Token + position embedding as plain OpenMP loops (a gather and, backward, a
 // scatter: memory-bound). The output and its gradient are f32 or bf16 (f32
-// math, typed.h); the tables and their gradients are f32. Backward is
+// math, typed.h); the tables and their gradients are f32. At bf16 the table
+// entries are read rounded to bf16, as the Linears read their weights: every
+// matrix a bf16 model reads is a bf16 matrix, which lets ZeRO hold 2-byte
+// copies of them (parallel/zero_replica.h) and compute exactly what data
+// parallelism computes. Backward is
 // deterministic: each thread owns a range of channels and visits the tokens
 // in order, so repeated ids add in the same order on every run, with no atomics.
 #include "ops/embedding.h"
@@ -15,6 +19,7 @@ namespace cohort::ops {
 
 using cpu::check_operands;
 using cpu::load;
+using cpu::rounded;
 using cpu::store;
 
 namespace {
@@ -51,7 +56,7 @@ void embedding_forward(const EmbeddingShape& s, const int32_t* ids, ConstView wt
       const float* pos = wpe + (i % s.t) * c;
       T* row = dst + i * c;
 #pragma omp simd
-      for (int64_t k = 0; k < c; ++k) store(row, k, tok[k] + pos[k]);
+      for (int64_t k = 0; k < c; ++k) store(row, k, rounded<T>(tok[k]) + rounded<T>(pos[k]));
     }
   });
 }

@@ -4,7 +4,8 @@
 // Mixed precision: src/dst and their gradients are of the shape's dtype (f32
 // or bf16); weight, bias and their gradients are the f32 master copies. In
 // bf16, forward converts the weight to bf16 once (backward_data reuses it:
-// forward always precedes it in a step; or, after set_keep_bf16_weights(false),
+// forward always precedes it in a step, and a weight at another address, as
+// a tied head's next block, is converted again; or, after set_keep_bf16_weights(false),
 // converts it again into a scratch the thread's linears share), and dweight
 // comes out in f32.
 #include "ops/linear.h"
@@ -103,8 +104,9 @@ class CpuLinear final : public Linear {
       f32_to_bf16(weight.as<float>(), shared.data(), n);
       return shared.data();
     }
-    if (w_low_.size() != n) {
+    if (w_low_.size() != n || weight.data != w_from_) {  // a tied head's blocks share ops
       w_low_.resize(n);
+      w_from_ = weight.data;
       convert = true;
     }
     if (convert) f32_to_bf16(weight.as<float>(), w_low_.data(), n);
@@ -131,6 +133,7 @@ class CpuLinear final : public Linear {
   dnnl::primitive fwd_, bwd_data_, bwd_w_, bwd_w_acc_;
   std::vector<float> zero_bias_;
   std::vector<BF16> w_low_;
+  const void* w_from_ = nullptr;  // the weight w_low_ holds
 };
 
 }  // namespace
