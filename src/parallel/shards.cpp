@@ -63,13 +63,14 @@ void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g,
 }
 
 // At step s rank r passes on block r+1-s (its own first) and receives r-s.
-void allgather_shards(comm::Communicator& c, const ShardLayout& l, float* w) {
+void allgather_shards(comm::Communicator& c, const ShardLayout& l, void* base, size_t elem) {
   const int p = c.size(), r = c.rank();
   const int right = (r + 1) % p, left = (r + p - 1) % p;
+  char* w = static_cast<char*>(base);
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
-    exchange(c, w + l.begin(sb), size_t(l.end(sb) - l.begin(sb)) * 4, right, w + l.begin(rb),
-             size_t(l.end(rb) - l.begin(rb)) * 4, left);
+    exchange(c, w + size_t(l.begin(sb)) * elem, size_t(l.end(sb) - l.begin(sb)) * elem, right,
+             w + size_t(l.begin(rb)) * elem, size_t(l.end(rb) - l.begin(rb)) * elem, left);
   }
 }
 

@@ -43,8 +43,9 @@ class ShardLayout {
 constexpr int64_t kShardSegment = 1 << 16;
 void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g, int64_t b,
                           int64_t e, float* scratch);
-// Every rank's shard of `w` to every rank, in place (the ring's all-gather).
-void allgather_shards(comm::Communicator& c, const ShardLayout& l, float* w);
+// Every rank's shard of `base` (elements of `elem` bytes: 4 for the f32
+// weights, 2 for a bf16 copy) to every rank, in place (the ring's all-gather).
+void allgather_shards(comm::Communicator& c, const ShardLayout& l, void* base, size_t elem = 4);
 // [b, e) of `w` to every rank from the ranks owning it (a broadcast per
 // owner); to rank `root` only when root >= 0.
 void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,

@@ -36,15 +36,17 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
                                                precision.grad_comm, comm::Algorithm::kRing,
                                                model.frozen_params());
   } else {
-    // f32: the tied vocabulary matrix streams in row blocks (bf16 and fp16
-    // read it whole).
+    // Stages 1 and 2 at bf16: DeepSpeed's layout, the weights outside the
+    // shard held as a bf16 copy (zero_replica.h).
+    if (cfg.stage < 3 && precision.compute == DType::kBF16)
+      replica_ = std::make_unique<Bf16Replica>(model.params(), layout_, comm.rank());
     layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
-                                           precision.compute == DType::kF32);
+                                           precision.compute != DType::kF16, replica_.get());
     model.set_layer_hooks(layers_.get());
   }
   // bf16: no Linear keeps a copy of its weight from forward to backward (2 Psi
   // on every rank, where stage 3 holds 4 Psi/N of weights).
-  if (cfg.stage == 3) ops::set_keep_bf16_weights(false);
+  if (cfg.stage == 3 || replica_) ops::set_keep_bf16_weights(false);
 }
 
 Zero::~Zero() {
@@ -92,7 +94,8 @@ void Zero::step_shard(float lr) {
 // stage 3 keeps the shard only. The peak of training is measured from here.
 void Zero::start() {
   started_ = true;
-  if (cfg_.stage == 3) layers_->shard_params();
+  if (replica_) replica_->build(model_.params().params().f32());
+  if (cfg_.stage == 3 || replica_) layers_->shard_params();
   reset_peak_rss();
 }
 
@@ -133,6 +136,8 @@ StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
   t.reset();
   if (cfg_.stage == 3)
     layers_->release_all();  // copies of other shards are stale now
+  else if (replica_)
+    replica_->refresh(comm_, model_.params().params().f32());
   else {
     timeline::Span span("zero", "allgather shards");
     allgather_shards(comm_, layout_, model_.params().params().f32());
@@ -159,7 +164,10 @@ nlohmann::ordered_json Zero::held_bytes() {
   const double shard = double(se - sb) * 4, all = double(model_.params().size()) * 4;
   double state = 0;
   for (const Tensor* t : opt_.state()) state += double(t->nbytes());
-  const double params = cfg_.stage == 3 ? shard + double(layers_->peak_gathered()) * 4 : all;
+  const double params = cfg_.stage == 3 ? shard + double(layers_->peak_gathered()) * 4
+                        : replica_    ? shard + double(layers_->peak_gathered()) * 4 +
+                                         double(replica_->bytes())
+                                      : all;
   // Stage 1 adds micro-batches into whole gradients before its reduction.
   const bool whole = buckets_ || (cfg_.stage == 1 && cfg_.accumulate > 1);
   const double grads = whole ? all : shard + double(layers_->peak_bucket()) * 4;
@@ -183,9 +191,11 @@ nlohmann::ordered_json Zero::held_bytes() {
 nlohmann::ordered_json Zero::summary() {
   // DeepSpeed's model (ZeRO paper, section 3): Adam in mixed precision holds
   // 2 bytes of fp16 weights, 2 of fp16 gradients and K = 12 of f32 state
-  // (master weights, momentum, variance) per parameter. cohort holds f32
-  // weights (the master copy), f32 gradients and 8 bytes of Adam state:
-  // the same 16 bytes, cut the same way.
+  // (master weights, momentum, variance) per parameter. cohort's f32 layout
+  // holds f32 weights (the master copy), f32 gradients and 8 bytes of Adam
+  // state: the same 16 bytes, with the replicated weights at 4 bytes; at
+  // bf16, stages 1 and 2 hold DeepSpeed's 2-byte copy and f32 masters of the
+  // shard (zero_replica.h), with f32 gradients.
   const double psi = double(model_.params().size());
   const int n = comm_.size();
   nlohmann::ordered_json s = local_.summary();

@@ -17,9 +17,11 @@
 //   stage 3: as stage 2, and the parameters live sharded too: each layer's are
 //            gathered just before it runs, forward and backward, the next
 //            layer's prefetched, and freed after it.
-// At f32 the tied vocabulary matrix (GPT-2's wte) streams in row blocks
-// (nn::RowStream): no rank gathers it whole (stage 3) or holds its whole
-// gradient (every stage).
+// At bf16, stages 1 and 2 hold the weights outside the shard as a 2-byte copy
+// (DeepSpeed's layout; zero_replica.h), widened layer by layer as stage 3
+// gathers. At f32 and bf16 the tied vocabulary matrix (GPT-2's wte) streams
+// in row blocks (nn::RowStream): no rank gathers it whole (stage 3) or holds
+// its whole gradient (every stage).
 // Then each rank steps its shard (fp16: overflow voted over ranks; --clip:
 // the squares summed over shards), and stages 1 and 2 all-gather the updated
 // shards. Arenas are mapped lazily (core/memory.h), so a released page costs
@@ -35,6 +37,7 @@
 #include "parallel/local.h"
 #include "parallel/shards.h"
 #include "parallel/zero_layers.h"
+#include "parallel/zero_replica.h"
 
 namespace cohort {
 
@@ -80,6 +83,7 @@ class Zero final : public Strategy {
   LocalStep local_;  // forward, backward and the loss scaler (its apply is not used)
   ShardLayout layout_;
   std::unique_ptr<BucketReducer> buckets_;  // stage 1 with bf16 gradients on the wire
+  std::unique_ptr<Bf16Replica> replica_;    // stages 1 and 2 at bf16 (before layers_: it reads it)
   std::unique_ptr<ZeroLayers> layers_;      // otherwise
   std::shared_ptr<MemoryCounter> activations_ = std::make_shared<MemoryCounter>();
   bool started_ = false;

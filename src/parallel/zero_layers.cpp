@@ -37,11 +37,13 @@ std::vector<const nn::Module*> zero_units(const nn::Module& m, bool tied, int64_
 }
 
 ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout,
-                       int stage, double bucket_mb, bool stream_rows)
+                       int stage, double bucket_mb, bool stream_rows,
+                       const Bf16Replica* replica)
     : comm_(comm),
       model_(model),
       layout_(layout),
-      gather_(stage == 3),
+      replica_(replica),
+      gather_(stage == 3 || replica),
       allreduce_(stage == 1),
       bucket_(std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)))),
       scratch_(size_t(kShardSegment)) {
@@ -90,19 +92,32 @@ int64_t ZeroLayers::held() const {
   return n;
 }
 
+CommQueue::Ticket ZeroLayers::materialize(int64_t b, int64_t e) {
+  float* w = model_.params().params().f32();
+  if (replica_) {
+    timeline::Span span("zero", "widen bf16 copy");
+    replica_->expand(w, b, e);
+    return 0;
+  }
+  return queue_.push([this, w, b, e] {
+    timeline::Span span("zero", "gather", nullptr, -1, (e - b) * int64_t(sizeof(float)));
+    gather_range(comm_, layout_, w, b, e);
+  });
+}
+
+// A unit's ticket is that of its last range (the queue runs in order); a
+// widened unit, or one without parameters, holds kReady.
 void ZeroLayers::fetch(size_t u) {
   if (!gather_ || ticket_[u]) return;
-  float* w = model_.params().params().f32();
-  const nn::Ranges r = units_[u].ranges;
-  ticket_[u] = queue_.push([this, w, r, u] {
-    timeline::Span span("zero", "gather", "unit", int64_t(u));
-    for (auto [b, e] : r) gather_range(comm_, layout_, w, b, e);
-  });
+  CommQueue::Ticket t = kReady;
+  for (auto [b, e] : units_[u].ranges)
+    if (CommQueue::Ticket got = materialize(b, e)) t = got;
+  ticket_[u] = t;
   peak_gathered_ = std::max(peak_gathered_, held());
 }
 
 void ZeroLayers::wait_for(size_t u) {
-  if (!gather_) return;
+  if (!gather_ || ticket_[u] == kReady) return;
   Timer t;
   timeline::Span span("zero", "wait for gather", "unit", int64_t(u));
   queue_.wait(ticket_[u]);

@@ -5,7 +5,9 @@
 //     all-reduced, and only on the micro-batch that ends a step) and the
 //     other ranks' part of it returned to the kernel, so a rank holds the
 //     gradients of its shard plus the buckets in flight;
-//   parameters (stage 3): between steps a rank holds its shard only. Before
+//   parameters (stage 3; stages 1 and 2 at bf16, widened from a 2-byte copy
+//     instead of gathered: zero_replica.h): between steps a rank holds its
+//     shard only. Before
 //     layer i runs (forward or backward) its ranges are gathered, and layer
 //     i+1's (i-1's in backward) are queued to arrive while i computes; after
 //     it runs the pages not in the shard are returned. The last layer stays
@@ -31,6 +33,7 @@
 #include "nn/model.h"
 #include "parallel/comm_queue.h"
 #include "parallel/shards.h"
+#include "parallel/zero_replica.h"
 
 namespace cohort {
 
@@ -42,11 +45,15 @@ std::vector<const nn::Module*> zero_units(const nn::Module& m, bool tied, int64_
 class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn::RowStream {
  public:
 
-  // stream_rows: stream the tied matrix (the model computes in f32).
+  // replica (stages 1 and 2 at bf16, null otherwise): the weights outside
+  // the shard live in it, and each unit's are widened from it before the unit
+  // runs and returned after, as stage 3 gathers and frees them.
+  // stream_rows: stream the tied matrix (f32 and bf16; at fp16 summing its
+  // gradient's rows apart from the rest moves results by 1e-5, measured).
   ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout, int stage,
-             double bucket_mb, bool stream_rows);
+             double bucket_mb, bool stream_rows, const Bf16Replica* replica = nullptr);
 
-  // Stage 3, before the first step: returns every page outside the shard.
+  // Stage 3 or a replica, before the first step: returns every page outside the shard.
   void shard_params();
   // After each backward: queues the last bucket, waits for every task and
   // releases every unit still gathered.
@@ -106,11 +113,19 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   // The rows every rank's ids name, as runs of element ranges of the
   // matrix (queue thread: every rank's ids are gathered).
   nn::Ranges id_runs(const std::vector<int32_t>& ids, int64_t cols);
+  // The rows `ids` name (any order, repeats), as runs of element ranges.
+  nn::Ranges local_runs(std::vector<int32_t> ids, int64_t cols) const;
+  void note_id_rows();  // the peak, with the ids' rows held
 
   comm::Communicator& comm_;
   nn::Model& model_;
   const ShardLayout& layout_;
-  bool gather_;     // stage 3
+  const Bf16Replica* replica_;  // stages 1 and 2 at bf16: the weights widen from it
+  bool gather_;     // the weights live sharded: stage 3, or a replica
+  // Makes [b, e) of the weights readable: widened from the replica now
+  // (returns 0), or gathered on the queue (returns its ticket).
+  CommQueue::Ticket materialize(int64_t b, int64_t e);
+  static constexpr CommQueue::Ticket kReady = ~CommQueue::Ticket(0);  // held, nothing to wait for
   bool allreduce_;  // stage 1
   bool armed_ = true;
   int64_t bucket_;

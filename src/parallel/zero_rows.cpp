@@ -19,14 +19,12 @@ void ZeroLayers::acquire(int64_t cols, int64_t r0, int64_t r1, int64_t n0, int64
   const auto queue_block = [&](int64_t a, int64_t b) {
     const int64_t lo = slot_b_ + a * cols, hi = slot_b_ + b * cols;
     if (hi <= lo || blocks_.count(lo)) return;
-    blocks_[lo] = queue_.push([this, w, lo, hi] {
-      timeline::Span span("zero", "gather rows", nullptr, -1, (hi - lo) * int64_t(sizeof(float)));
-      gather_range(comm_, layout_, w, lo, hi);
-    });
+    blocks_[lo] = materialize(lo, hi);
     block_held_ += hi - lo;
     peak_gathered_ = std::max(peak_gathered_, held() + block_held_);
   };
   queue_block(r0, r1);
+  if (replica_) return;  // widened now: nothing to prefetch
   queue_block(n0, n1);
   Timer t;
   timeline::Span span("zero", "wait for rows");
@@ -60,6 +58,10 @@ nn::Ranges ZeroLayers::id_runs(const std::vector<int32_t>& ids, int64_t cols) {
   std::vector<int32_t> mine(size_t(most), -1), all(size_t(n) * size_t(most), -1);
   std::copy(ids.begin(), ids.end(), mine.begin());
   if (most > 0) comm_.allgather(mine.data(), all.data(), most);
+  return local_runs(all, cols);
+}
+
+nn::Ranges ZeroLayers::local_runs(std::vector<int32_t> all, int64_t cols) const {
   // An id outside the matrix is left to the embedding's own check.
   const int64_t rows = (slot_e_ - slot_b_) / cols;
   all.erase(std::remove_if(all.begin(), all.end(), [&](int32_t id) { return id < 0 || id >= rows; }),
@@ -81,6 +83,11 @@ void ZeroLayers::acquire_ids(int64_t cols, const int32_t* ids, int64_t n) {
   if (!gather_) return;
   float* w = model_.params().params().f32();
   std::vector<int32_t> mine(ids, ids + n);
+  if (replica_) {  // this rank's rows, widened here: no rank waits for another
+    id_held_ = local_runs(mine, cols);
+    for (auto [b, e] : id_held_) replica_->expand(w, b, e);
+    return note_id_rows();
+  }
   Timer t;
   queue_.wait(queue_.push([this, w, cols, mine] {
     timeline::Span span("zero", "gather token rows");
@@ -88,6 +95,10 @@ void ZeroLayers::acquire_ids(int64_t cols, const int32_t* ids, int64_t n) {
     for (auto [b, e] : id_held_) gather_range(comm_, layout_, w, b, e);
   }));
   wait_s_ += t.seconds();
+  note_id_rows();
+}
+
+void ZeroLayers::note_id_rows() {
   int64_t rows = 0;
   for (auto [b, e] : id_held_) rows += e - b;
   peak_gathered_ = std::max(peak_gathered_, held() + block_held_ + rows);

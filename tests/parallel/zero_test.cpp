@@ -91,10 +91,14 @@ std::vector<std::string> in_one_job(int n, const std::vector<std::string>& runs)
 // strategy's, not the rounding of another summation order.
 const std::string kDpRing = " --parallel dp --allreduce ring --bucket-mb 1000 --no-overlap";
 
-// Each of `cases` ({what, train flags}) under dp and under stages 1-3 (with
-// `zero_extra` flags), all in one job of n ranks; expects every stage's
-// checkpoint within 1e-6 of dp's on the same case.
-using Cases = std::vector<std::pair<std::string, std::string>>;
+// Each of `cases` ({what, train flags, bound}) under dp and under stages 1-3
+// (with `zero_extra` flags), all in one job of n ranks; expects every
+// stage's checkpoint within the bound (1e-6) of dp's on the same case.
+struct Case {
+  std::string what, flags;
+  double bound = 1e-6;
+};
+using Cases = std::vector<Case>;
 void expect_stages_match_dp(int n, const Cases& cases, const fs::path& d,
                             const std::string& zero_extra = "") {
   auto p = [&](size_t c, const std::string& name) {
@@ -102,17 +106,17 @@ void expect_stages_match_dp(int n, const Cases& cases, const fs::path& d,
   };
   std::vector<std::string> runs;
   for (size_t c = 0; c < cases.size(); ++c) {
-    runs.push_back(cases[c].second + kDpRing + " --save " + p(c, "dp"));
+    runs.push_back(cases[c].flags + kDpRing + " --save " + p(c, "dp"));
     for (int stage : {1, 2, 3})
-      runs.push_back(cases[c].second + zero_extra + zero_flags(stage) + " --save " +
+      runs.push_back(cases[c].flags + zero_extra + zero_flags(stage) + " --save " +
                      p(c, "z" + std::to_string(stage)));
   }
   in_one_job(n, runs);
   for (size_t c = 0; c < cases.size(); ++c)
     for (int stage : {1, 2, 3}) {
       const double diff = checkpoint_rel_diff(p(c, "z" + std::to_string(stage)), p(c, "dp"));
-      std::printf("zero-%d %s on %d ranks: %.3g of dp\n", stage, cases[c].first.c_str(), n, diff);
-      EXPECT_LE(diff, 1e-6) << "stage " << stage << " " << cases[c].first << " on " << n;
+      std::printf("zero-%d %s on %d ranks: %.3g of dp\n", stage, cases[c].what.c_str(), n, diff);
+      EXPECT_LE(diff, cases[c].bound) << "stage " << stage << " " << cases[c].what << " on " << n;
     }
 }
 
@@ -161,9 +165,17 @@ TEST(Zero, AccumulationAndClippingMatchDataParallel) {
   fs::remove_all(d);
 }
 
-// GPT-2 (lm_head tied to wte: stage 3 gathers the embedding's range for the
-// head too) at bf16 and at fp16 with loss scaling, on 3 ranks: every stage
-// against dp at the same precision. Measured: bit-equal.
+// GPT-2 (lm_head tied to wte) at bf16 (plain, and with --accumulate 2 and
+// --clip) and at fp16 with loss scaling, on 3 ranks: every stage against dp
+// at the same precision. At bf16 stages 1 and 2 hold DeepSpeed's layout (a
+// bf16 copy of the weights, f32 masters of the shard: zero_replica.h) and
+// every stage streams wte in row blocks, each block's gradient reduced on its
+// own. Measured: bf16 1.5e-8 to 1.9e-8 of dp (those reductions sum in
+// another order than dp's one ring); with --accumulate 2, stage 1 3.7e-9,
+// stages 2 and 3 1.9e-5 (they reduce each micro-batch, so their sums differ
+// from dp's by 1e-7, as at f32, and bf16's rounding of the weights then
+// grows that: stage 3 holds no bf16 copy and moves alike; bound 1e-4); fp16
+// (wte read whole) bit-equal.
 TEST(Zero, TransformersAtMixedPrecisionMatchDataParallel) {
   const fs::path d = fresh_dir("gpt2");
   const std::string base =
@@ -171,6 +183,8 @@ TEST(Zero, TransformersAtMixedPrecisionMatchDataParallel) {
       "--epochs 1 --batch 4 --limit 72 --test-limit 24";
   expect_stages_match_dp(3,
                          {{"gpt2-tiny bf16", base + " --precision bf16"},
+                          {"gpt2-tiny bf16 accumulate clip",
+                           base + " --precision bf16 --accumulate 2 --clip 0.05", 1e-4},
                           {"gpt2-tiny fp16", base + " --precision fp16"}},
                          d);
   fs::remove_all(d);
@@ -180,13 +194,18 @@ TEST(Zero, TransformersAtMixedPrecisionMatchDataParallel) {
 // leaf (parallel/zero_layers.h): cifar-resnet50's stages (layer1..layer4,
 // 0.2M-15M parameters) at --bucket-mb 0.5, whose bottlenecks run their
 // branch and then the downsample shortcut, on 2 ranks: every stage against
-// dp. (The transformer blocks: the streamed test below.) Measured: bit-equal.
+// dp; and at bf16, where stages 1 and 2 widen each leaf from their bf16
+// copy instead (conv weights from it, batch-norm's and fc's vectors at f32).
+// (The transformer blocks: the streamed test below.) Measured: bit-equal.
 TEST(Zero, LayersLargerThanABucketGoLeafByLeafAndMatchDataParallel) {
   const fs::path d = fresh_dir("leaves");
   const std::string base =
       "train --model cifar-resnet50 --data synthetic --threads 1 --log jsonl --optimizer adam "
       "--lr 0.001 --epochs 1 --batch 2 --limit 12 --test-limit 4";
-  expect_stages_match_dp(2, {{"cifar-resnet50, buckets of 0.5 MB", base}}, d, " --bucket-mb 0.5");
+  expect_stages_match_dp(2,
+                         {{"cifar-resnet50, buckets of 0.5 MB", base},
+                          {"cifar-resnet50 bf16, buckets of 0.5 MB", base + " --precision bf16"}},
+                         d, " --bucket-mb 0.5");
   fs::remove_all(d);
 }
 

@@ -1,0 +1,50 @@
+// ZeRO stages 1 and 2 at bf16 in DeepSpeed's layout: every rank holds a
+// 2-byte copy of the model's matrices (2 Psi) and the f32 master weights of
+// its shard only (4 Psi/N), where cohort's f32 layout holds f32 weights
+// whole (4 Psi). The compute reads f32 parameters from the arena, so the
+// layer hooks (zero_layers.h) widen a layer's elements outside the shard from
+// this copy just before it runs and return those pages after, as stage 3
+// gathers them. A bf16 model reads every matrix rounded to bf16 (Linear and
+// conv weights, the embedding's tables: ops/cpu), so the widened copy
+// computes exactly what the masters compute; vectors (biases, norms' scales
+// and shifts), which ops read at f32, are kept at f32 (a few thousand
+// elements a layer). After the step each rank rounds its updated shard into
+// the copy, the copies are all-gathered (2 bytes a parameter on the wire,
+// half of the f32 all-gather) and the vectors summed over ranks (each rank
+// contributes its shard's elements, zeros elsewhere: exact).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/arena.h"
+#include "core/dtype.h"
+#include "parallel/shards.h"
+
+namespace cohort {
+
+class Bf16Replica {
+ public:
+  Bf16Replica(const Arena& a, const ShardLayout& layout, int rank);
+  // At set-up, while this rank holds every weight `w` (the f32 arena).
+  void build(const float* w);
+  // Writes the elements of [b, e) of `w` outside this rank's shard (and the
+  // frozen prefix, which every rank keeps) from the copy.
+  void expand(float* w, int64_t b, int64_t e) const;
+  // After this rank stepped its shard of `w`: every rank's copy updated.
+  void refresh(comm::Communicator& c, const float* w);
+  // What the copy holds, in bytes.
+  int64_t bytes() const;
+
+ private:
+  // [b, e) of `w` from the copy: vectors' elements at f32, the rest widened.
+  void widen(float* w, int64_t b, int64_t e) const;
+
+  const ShardLayout& layout_;
+  int rank_;
+  std::vector<BF16> low_;          // every element (the vectors' slots unread)
+  std::vector<int64_t> vec_b_, vec_e_, vec_at_;  // the vectors' ranges, ascending, and where each sits in vec_
+  std::vector<float> vec_;
+};
+
+}  // namespace cohort
