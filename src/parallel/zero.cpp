@@ -170,7 +170,7 @@ nlohmann::ordered_json Zero::held_bytes() {
                                       : all;
   // Stage 1 adds micro-batches into whole gradients before its reduction.
   const bool whole = buckets_ || (cfg_.stage == 1 && cfg_.accumulate > 1);
-  const double grads = whole ? all : shard + double(layers_->peak_bucket()) * 4;
+  const double grads = whole ? all : shard + double(layers_->peak_buckets()) * 4;
   const std::vector<double> mine = {params, grads, state, double(activations_->peak()),
                                     window_peak_rss_mb(), peak_rss_mb()};
   const int n = comm_.size(), k = int(mine.size());

@@ -200,7 +200,7 @@ void ZeroLayers::add_grads(int64_t b, int64_t e) {
 void ZeroLayers::flush() {
   if (hi_ == lo_) return;
   const int64_t b = lo_, e = hi_;
-  peak_bucket_ = std::max(peak_bucket_, e - b);
+  peak_buckets_ = std::max(peak_buckets_, in_flight_ += e - b);
   float* g = model_.params().grads().f32();
   reducing_.push_back(queue_.push([this, g, b, e] {
     timeline::Span span("zero", allreduce_ ? "all-reduce" : "reduce-scatter", nullptr, -1,
@@ -210,6 +210,7 @@ void ZeroLayers::flush() {
     else
       reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
     release_unowned(layout_, comm_.rank(), g, b, e, true);
+    in_flight_ -= e - b;
   }));
   lo_ = hi_ = 0;
   // At most kInFlight buckets wait to be reduced: where communication is

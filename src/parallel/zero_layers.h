@@ -25,6 +25,7 @@
 //     tokens and sums their gradient rows over ranks (an all-reduce of those
 //     rows), each rank keeping the elements of its shard.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -87,10 +88,10 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
 
   // Seconds the compute thread waited for gathers and reductions.
   double wait_seconds() const { return wait_s_; }
-  // The most gathered parameters held at once, and the largest gradient
-  // bucket, in elements (beside the shard).
+  // The most gathered parameters held at once, and the most gradients held
+  // in buckets queued or being reduced at once, in elements (beside the shard).
   int64_t peak_gathered() const { return peak_gathered_; }
-  int64_t peak_bucket() const { return peak_bucket_; }
+  int64_t peak_buckets() const { return peak_buckets_; }
 
  private:
   // A unit of gathering and reduction: a top-level layer, or a leaf of a split one.
@@ -143,7 +144,8 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   int64_t block_held_ = 0;                  // their elements
   nn::Ranges id_held_;                      // stage 3: the ids' rows gathered
   double wait_s_ = 0;
-  int64_t peak_gathered_ = 0, peak_bucket_ = 0;
+  int64_t peak_gathered_ = 0, peak_buckets_ = 0;
+  std::atomic<int64_t> in_flight_{0};  // gradient elements in buckets not yet reduced
   CommQueue queue_;  // last: its thread stops before the rest goes
 };
 

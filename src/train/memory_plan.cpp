@@ -84,24 +84,30 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   const int stage = in.strategy == "zero" ? in.zero_stage : 0;
   // ZeRO's buckets: two in flight.
   const double buckets = 2 * in.bucket_mb * kMiB;
-  const bool streamed = in.precision == DType::kF32 && m.working_set_streamed > 0;
+  const bool streamed = in.precision != DType::kF16 && m.working_set_streamed > 0;
+  // Stages 1 and 2 at bf16 (unless stage 1 carries bf16 gradients): a bf16
+  // copy of the weights and f32 masters of the shard (parallel/zero_replica.h),
+  // each unit widened as stage 3 gathers it.
+  const bool replica = (stage == 1 || stage == 2) && in.precision == DType::kBF16 &&
+                       (stage == 2 || in.grad_comm == DType::kF32);
+  const double ws = double(streamed ? m.working_set_streamed : m.working_set);
   // Stage 1 keeps its shard of each all-reduced bucket, unless micro-batches
   // add up whole gradients or dp's buckets carry bf16 (zero.h).
   const bool shard_grads = stage >= 2 || (stage == 1 && in.accumulate == 1 &&
                                           in.grad_comm == DType::kF32);
-  if (stage == 3) {
-    const double ws = double(streamed ? m.working_set_streamed : m.working_set);
-    e.parameters = 4 * psi / n + 4 * ws;
+  if (stage == 3 || replica) {
+    e.parameters = 4 * psi / n + 4 * ws + (replica ? 2 * psi : 0);
   } else {
     e.parameters = 4 * psi;
   }
   e.gradients = shard_grads ? 4 * psi / n + buckets : 4 * psi;
   e.optimizer_state = stage >= 1 ? k * psi / n : k * psi;
   // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi);
-  // under stage 3 a Linear converts at each use into one scratch, which the
-  // working set bounds (Conv2d's copies, in models of a few MB, go uncounted).
+  // under stage 3 and the replica a Linear converts at each use into one
+  // scratch, which the working set bounds (Conv2d's copies, in models of a
+  // few MB, go uncounted).
   if (in.precision == DType::kBF16)
-    e.parameters += stage == 3 ? 2 * double(m.working_set) : 2 * psi;
+    e.parameters += stage == 3 || replica ? 2 * ws : 2 * psi;
   const double act_bytes = in.precision == DType::kBF16 ? 2 : 4;
   e.activations = m.activation_elems * act_bytes * kActivationFactor;
   e.data = m.data_bytes;
@@ -109,8 +115,9 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   // Stage 3 builds and initializes the whole model on every rank before the
   // other ranks' shards are released: the full 4Psi is resident once during
   // set-up, so its peak is the larger of that and the steady state.
-  if (stage == 3) {
-    const double setup = 4 * psi + e.data + e.overhead;
+  // The replica is rounded from the whole weights too, before they go.
+  if (stage == 3 || replica) {
+    const double setup = (replica ? 6 : 4) * psi + e.data + e.overhead;
     if (setup > e.total()) e.parameters += setup - e.total();
   }
   return e;

@@ -10,7 +10,9 @@
 //   zero 3       4Psi/N + 4Psi/N + K Psi/N + the two largest top-level layers
 //                whole (one computed, the next prefetched)
 // plus bf16's copy of the weights (2Psi; stage 3: of the working set),
-// activations, data and the process.
+// activations, data and the process. At bf16, stages 1 and 2 hold
+// DeepSpeed's layout instead: 2Psi of bf16 weights + 4Psi/N of f32 masters +
+// the widened working set (parallel/zero_replica.h), gradients as above.
 // pp, mp, ps, hybrid and replicas are estimated as dp: every rank builds
 // the whole model before the strategy divides it (set_up), so each holds at
 // most what a dp rank holds.
@@ -29,7 +31,7 @@ struct ModelFigures {
   int64_t params = 0;           // Psi
   int64_t working_set = 0;      // the two largest units ZeRO-3 gathers, parameters
   // The same without a tied vocabulary matrix (GPT-2's wte) but with two of
-  // its row blocks: ZeRO streams it at f32 (parallel/zero_layers.h); 0: no
+  // its row blocks: ZeRO streams it at f32 and bf16 (parallel/zero_layers.h); 0: no
   // such matrix.
   int64_t working_set_streamed = 0;
   double activation_elems = 0;  // every module's output at the batch (nn::Module)

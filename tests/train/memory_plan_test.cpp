@@ -97,6 +97,14 @@ TEST(MemoryPlan, Bf16AddsAWeightCopyAndHalvesActivations) {
   z3_bf16.precision = DType::kBF16;
   EXPECT_DOUBLE_EQ(estimate_memory(m, z3_bf16).parameters - estimate_memory(m, z3).parameters,
                    2 * 50'000);
+  // Stages 1 and 2 at bf16: DeepSpeed's layout, a bf16 copy of every weight
+  // and the f32 masters of the shard, each unit widened as stage 3 gathers.
+  for (int stage : {1, 2}) {
+    MemoryPlanInputs z = inputs("zero", stage, 4);
+    z.precision = DType::kBF16;
+    EXPECT_DOUBLE_EQ(estimate_memory(m, z).parameters, 2e6 + 4e6 / 4 + 4 * 50'000 + 2 * 50'000)
+        << "stage " << stage;
+  }
 }
 
 TEST(MemoryPlan, ModelFiguresWithoutBuilding) {
@@ -112,10 +120,10 @@ TEST(MemoryPlan, ModelFiguresWithoutBuilding) {
   EXPECT_DOUBLE_EQ(m.data_bytes, (256.0 + 2000) * 28 * 28 * 4);
 }
 
-// GPT-2's head is tied to wte: at f32 ZeRO streams it in row blocks, so
-// stage 3's working set leaves it out and adds two of its blocks instead;
-// the transformer blocks count by their leaves.
-TEST(MemoryPlan, StageThreeStreamsTheTiedVocabularyMatrixAtF32) {
+// GPT-2's head is tied to wte: at f32 and bf16 ZeRO streams it in row
+// blocks, so stage 3's working set leaves it out and adds two of its blocks
+// instead; the transformer blocks count by their leaves.
+TEST(MemoryPlan, StageThreeStreamsTheTiedVocabularyMatrix) {
   const auto spec = nn::find_model("gpt2");  // 124M: 12 blocks, 768 wide, vocab 50257, context 1024
   TrainConfig cfg;
   cfg.batch = 1;
@@ -136,7 +144,8 @@ TEST(MemoryPlan, StageThreeStreamsTheTiedVocabularyMatrixAtF32) {
   bf16.precision = DType::kBF16;
   const double shard = 4.0 * double(m.params) / 4;
   EXPECT_DOUBLE_EQ(estimate_memory(m, f32).parameters, shard + 4.0 * double(m.working_set_streamed));
-  EXPECT_DOUBLE_EQ(estimate_memory(m, bf16).parameters, shard + 6.0 * double(m.working_set));
+  EXPECT_DOUBLE_EQ(estimate_memory(m, bf16).parameters,
+                   shard + 6.0 * double(m.working_set_streamed));
 }
 
 TEST(MemoryPlan, RefusalProposesTheLowestZeroStageThatFits) {
