@@ -18,13 +18,20 @@ def deepspeed_model_bytes(stage, psi, n):
             3: 16 * psi / n}[stage]
 
 
-def cohort_layout_bytes(stage, psi, n):
-    """What cohort's f32 layout holds per rank for Adam (no working set):
-    f32 weights 4 Psi (the master copy), f32 gradients 4 Psi, Adam 8 Psi.
+def cohort_layout_bytes(stage, psi, n, precision="fp32"):
+    """What cohort's layout holds per rank for Adam (no working set).
+    f32: f32 weights 4 Psi (the master copy), f32 gradients 4 Psi, Adam 8 Psi.
     Stage 1 shards Adam and keeps only its shard of each all-reduced
     gradient bucket (one micro-batch a step), stage 2 likewise, stage 3 the
     weights too. DeepSpeed keeps 2-byte copies of the weights replicated in
-    stages 1 and 2 (and of the gradients in stage 1); cohort keeps f32 weights."""
+    stages 1 and 2 (and of the gradients in stage 1); cohort's f32 layout
+    keeps f32 weights. bf16: dp adds the Linears' 2-byte copies (2 Psi);
+    stages 1 and 2 on several ranks hold DeepSpeed's layout, a bf16 copy
+    (2 Psi) and f32 masters of the shard, with f32 gradients: 2 Psi + 16 Psi/N."""
+    if precision == "bf16" and stage == 0:
+        return 18 * psi
+    if precision == "bf16" and stage in (1, 2) and n > 1:
+        return 2 * psi + 16 * psi / n
     return {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 4 * psi + 12 * psi / n,
             3: 16 * psi / n}[stage]
 
@@ -82,7 +89,7 @@ for r in rows:
                        "peak_rss_mb_per_rank": peak, "held_mb": held_mb(r),
                        "deepspeed_model_mb": model, "estimate_mb": estimate_mb(r),
                        "activations_mb": activations_mb(r),
-                       "cohort_layout_mb": cohort_layout_bytes(stage, psi, n) / MB,
+                       "cohort_layout_mb": cohort_layout_bytes(stage, psi, n, r.get("precision", "fp32")) / MB,
                        "peak_over_model": max(peak) / model})
     else:
         steady = r["epoch_images_per_second"][-1] if r.get("epoch_images_per_second") \
@@ -95,7 +102,7 @@ with_estimate = any(m["estimate_mb"] is not None for m in memory)
 if memory:
     print("| ranks | strategy | peak RSS MB per rank | held MB (rank 0) | DeepSpeed model MB |"
           " activations MB | model + activations | peak / (model + activations) |"
-          " cohort f32 layout MB | peak / (layout + activations) |"
+          " cohort layout MB | peak / (layout + activations) |"
           + (" cohort estimate MB | peak / estimate |" if with_estimate else ""))
     print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if with_estimate else ""))
     for m in sorted(memory, key=lambda m: (m["ranks"], m["stage"])):

@@ -36,17 +36,19 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
                                                precision.grad_comm, comm::Algorithm::kRing,
                                                model.frozen_params());
   } else {
-    // Stages 1 and 2 at bf16: DeepSpeed's layout, the weights outside the
-    // shard held as a bf16 copy (zero_replica.h).
-    if (cfg.stage < 3 && precision.compute == DType::kBF16)
+    // Stages 1 and 2 at bf16 on several ranks: DeepSpeed's layout, the
+    // weights outside the shard held as a bf16 copy (zero_replica.h). On
+    // one rank the shard is every weight, and a copy would only add 2 Psi.
+    if (cfg.stage < 3 && precision.compute == DType::kBF16 && comm.size() > 1)
       replica_ = std::make_unique<Bf16Replica>(model.params(), layout_, comm.rank());
     layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
                                            precision.compute != DType::kF16, replica_.get());
     model.set_layer_hooks(layers_.get());
   }
   // bf16: no Linear keeps a copy of its weight from forward to backward (2 Psi
-  // on every rank, where stage 3 holds 4 Psi/N of weights).
-  if (cfg.stage == 3 || replica_) ops::set_keep_bf16_weights(false);
+  // on every rank, where stage 3 holds 4 Psi/N of weights and the bf16
+  // layout 2 Psi + 4 Psi/N).
+  ops::set_keep_bf16_weights(false);
 }
 
 Zero::~Zero() {

@@ -89,7 +89,7 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   // copy of the weights and f32 masters of the shard (parallel/zero_replica.h),
   // each unit widened as stage 3 gathers it.
   const bool replica = (stage == 1 || stage == 2) && in.precision == DType::kBF16 &&
-                       (stage == 2 || in.grad_comm == DType::kF32);
+                       (stage == 2 || in.grad_comm == DType::kF32) && in.ranks > 1;
   const double ws = double(streamed ? m.working_set_streamed : m.working_set);
   // Stage 1 keeps its shard of each all-reduced bucket, unless micro-batches
   // add up whole gradients or dp's buckets carry bf16 (zero.h).
@@ -103,11 +103,11 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   e.gradients = shard_grads ? 4 * psi / n + buckets : 4 * psi;
   e.optimizer_state = stage >= 1 ? k * psi / n : k * psi;
   // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi);
-  // under stage 3 and the replica a Linear converts at each use into one
-  // scratch, which the working set bounds (Conv2d's copies, in models of a
+  // under ZeRO a Linear converts at each use into one scratch, which the
+  // working set bounds (Conv2d's copies, in models of a
   // few MB, go uncounted).
   if (in.precision == DType::kBF16)
-    e.parameters += stage == 3 || replica ? 2 * ws : 2 * psi;
+    e.parameters += stage >= 1 ? 2 * ws : 2 * psi;
   const double act_bytes = in.precision == DType::kBF16 ? 2 : 4;
   e.activations = m.activation_elems * act_bytes * kActivationFactor;
   e.data = m.data_bytes;
