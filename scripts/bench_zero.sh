@@ -6,7 +6,8 @@
 #    summary's held bytes, DeepSpeed's model for Adam and cohort's own
 #    estimate (where the summary has one). Stage 0 is data parallelism (at
 #    one rank, --parallel none); stages 1-3 are --parallel zero. PRECISION
-#    (fp32) is their --precision (bf16: DeepSpeed's model assumes mixed precision).
+#    (fp32) is their --precision, and the speed runs' (bf16: DeepSpeed's
+#    model assumes mixed precision, and stages 1 and 2 hold its layout).
 #  speed: SPEED_MODEL (gpt2-tiny) on 2 ranks, dp, zero1, zero2, zero3 in
 #    turn (A B C D A B C D ...) for ROUNDS rounds; each side's best.
 # Prints the Markdown tables; JSON_OUT has them as JSON, RAW every run's
@@ -66,7 +67,7 @@ for r in $(seq "$rounds"); do
     # shellcheck disable=SC2046
     run speed 2 "$s" "$r" "$speed_seq" --model "$speed_model" --batch "$speed_batch" \
       --data text --optimizer adam --epochs "$speed_epochs" --eval none --limit "$speed_limit" \
-      $(strategy 2 "$s")
+      --precision "$precision" $(strategy 2 "$s")
   done
 done
 python3 scripts/zero_table.py "$raw" "$json_out"
