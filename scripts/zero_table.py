@@ -26,11 +26,11 @@ def cohort_layout_bytes(stage, psi, n, precision="fp32"):
     weights too. DeepSpeed keeps 2-byte copies of the weights replicated in
     stages 1 and 2 (and of the gradients in stage 1); cohort's f32 layout
     keeps f32 weights. bf16: dp adds the Linears' 2-byte copies (2 Psi);
-    stages 1 and 2 on several ranks hold DeepSpeed's layout, a bf16 copy
+    stages 1 and 2 on 3 ranks or more hold DeepSpeed's layout, a bf16 copy
     (2 Psi) and f32 masters of the shard, with f32 gradients: 2 Psi + 16 Psi/N."""
     if precision == "bf16" and stage == 0:
         return 18 * psi
-    if precision == "bf16" and stage in (1, 2) and n > 1:
+    if precision == "bf16" and stage in (1, 2) and n > 2:
         return 2 * psi + 16 * psi / n
     return {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 4 * psi + 12 * psi / n,
             3: 16 * psi / n}[stage]

@@ -36,10 +36,12 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
                                                precision.grad_comm, comm::Algorithm::kRing,
                                                model.frozen_params());
   } else {
-    // Stages 1 and 2 at bf16 on several ranks: DeepSpeed's layout, the
-    // weights outside the shard held as a bf16 copy (zero_replica.h). On
-    // one rank the shard is every weight, and a copy would only add 2 Psi.
-    if (cfg.stage < 3 && precision.compute == DType::kBF16 && comm.size() > 1)
+    // Stages 1 and 2 at bf16 on 3 ranks or more: DeepSpeed's layout, the
+    // weights outside the shard held as a bf16 copy (zero_replica.h), 2 Psi
+    // + 4 Psi/N. On 2 ranks that is the f32 weights' 4 Psi, which need no
+    // widening (gpt2, 2 ranks: zero-1 0.84x of dp's tokens/s with the copy);
+    // on one the copy would only add 2 Psi.
+    if (cfg.stage < 3 && precision.compute == DType::kBF16 && comm.size() > 2)
       replica_ = std::make_unique<Bf16Replica>(model.params(), layout_, comm.rank());
     layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
                                            precision.compute != DType::kF16, replica_.get());

@@ -89,7 +89,7 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   // copy of the weights and f32 masters of the shard (parallel/zero_replica.h),
   // each unit widened as stage 3 gathers it.
   const bool replica = (stage == 1 || stage == 2) && in.precision == DType::kBF16 &&
-                       (stage == 2 || in.grad_comm == DType::kF32) && in.ranks > 1;
+                       (stage == 2 || in.grad_comm == DType::kF32) && in.ranks > 2;
   const double ws = double(streamed ? m.working_set_streamed : m.working_set);
   // Stage 1 keeps its shard of each all-reduced bucket, unless micro-batches
   // add up whole gradients or dp's buckets carry bf16 (zero.h).

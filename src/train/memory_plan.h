@@ -10,7 +10,7 @@
 //   zero 3       4Psi/N + 4Psi/N + K Psi/N + the two largest top-level layers
 //                whole (one computed, the next prefetched)
 // plus bf16's copy of the weights (2Psi; under ZeRO: of the working set),
-// activations, data and the process. At bf16, stages 1 and 2 on N > 1 hold
+// activations, data and the process. At bf16, stages 1 and 2 on N > 2 hold
 // DeepSpeed's layout instead: 2Psi of bf16 weights + 4Psi/N of f32 masters +
 // the widened working set (parallel/zero_replica.h), gradients as above.
 // pp, mp, ps, hybrid and replicas are estimated as dp: every rank builds
