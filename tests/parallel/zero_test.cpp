@@ -235,7 +235,8 @@ TEST(Zero, TransformerAtF32StreamsTheVocabularyMatrixAndMatchesDataParallel) {
 // state for its shard only (8 bytes a parameter); stages 1 and 2 the whole
 // f32 weights, its shard's gradients and the buckets in flight; stage 3 also
 // only its shard's parameters and the units gathered at once (a block's
-// leaves: blocks are larger than a bucket). Beside DeepSpeed's model.
+// leaves: blocks are larger than a bucket); at bf16, stages 1 and 2 a bf16
+// copy and the shard's f32 masters. Beside DeepSpeed's model.
 TEST(Zero, SummaryReportsTheBytesEachRankHolds) {
   const std::string base =
       "train --model gpt2-tiny --data text --threads 1 --optimizer adam --epochs 1 --batch 2 "
@@ -243,6 +244,7 @@ TEST(Zero, SummaryReportsTheBytesEachRankHolds) {
   std::vector<std::string> runs;
   for (int stage : {1, 2, 3}) runs.push_back(base + " --log jsonl" + zero_flags(stage));
   runs.push_back(base + " --log human" + zero_flags(3));  // the text report's line
+  for (int stage : {1, 2}) runs.push_back(base + " --log jsonl --precision bf16" + zero_flags(stage));
   const std::vector<std::string> outs = in_one_job(4, runs);
   for (int stage : {1, 2, 3}) {
     const std::string& out = outs[size_t(stage - 1)];
@@ -274,6 +276,25 @@ TEST(Zero, SummaryReportsTheBytesEachRankHolds) {
   }
   EXPECT_NE(outs[3].find("zero stage 3 on 4 ranks, rank 0 held at most"), std::string::npos)
       << outs[3];
+  // bf16, stages 1 and 2: DeepSpeed's layout, a 2-byte copy of every weight
+  // (vectors at f32 beside it) and the f32 masters of the shard, plus the
+  // units widened at once; never the whole f32 weights.
+  for (int stage : {1, 2}) {
+    const std::string& out = outs[size_t(3 + stage)];
+    const auto s = last_summary(out);
+    ASSERT_TRUE(s.contains("zero")) << out;
+    const double p = s["zero"]["parameters"].get<double>();
+    const auto& held = s["zero"]["held_bytes_per_rank"];
+    for (int r = 0; r < 4; ++r) {
+      const double w = held["parameters"][r].get<double>();
+      const double shard = held["optimizer_state"][r].get<double>() / 2;
+      EXPECT_GE(w, 2 * p + shard) << "bf16 stage " << stage << " rank " << r;
+      // Beyond them: two adjacent leaves widened (as stage 3 gathers) and
+      // the vectors at f32 (biases and norms: under 2% of gpt2-tiny).
+      EXPECT_LE(w - 2 * p - shard, 4.0 * (16640 + 16448) + 0.02 * 4 * p)
+          << "bf16 stage " << stage << " rank " << r;
+    }
+  }
 }
 
 // The shard files beside checkpoint `f` (train/state_shards.h), by name.
