@@ -523,9 +523,10 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
   } else {
     return pipeline(p, plan, t, f);
   }
-  // Ranks that poll in MPI's blocking calls (dp's and ZeRO 1's bucket
-  // reductions) hold a core for the whole step; ZeRO 2-3 wait politely.
-  const bool polls = plan.busy_wait && !(s == "zero" && plan.zero_stage > 1);
+  // Ranks that poll in MPI's blocking calls (dp's bucket reductions) hold a
+  // core for the whole step; ZeRO's shard collectives wait politely (stage 1
+  // too since its buckets became a reduce-scatter and a gather).
+  const bool polls = plan.busy_wait && s != "zero";
   // dp and ZeRO ranks run in lock-step (each step ends in a collective), so
   // they compute at the same moments and wait at the same moments: while
   // computing, every rank holds a core, and its communication thread copies
