@@ -36,15 +36,13 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
                                                precision.grad_comm, comm::Algorithm::kRing,
                                                model.frozen_params());
   } else {
-    // Stages 1 and 2 at bf16 on 3 ranks or more: DeepSpeed's layout, the
-    // weights outside the shard held as a bf16 copy (zero_replica.h), 2 Psi
-    // + 4 Psi/N. On 2 ranks that is the f32 weights' 4 Psi, which need no
-    // widening (gpt2, 2 ranks: zero-1 0.84x of dp's tokens/s with the copy);
-    // on one the copy would only add 2 Psi.
-    if (cfg.stage < 3 && precision.compute == DType::kBF16 && comm.size() > 2)
+    // DeepSpeed's layout where it holds less: the weights outside the shard
+    // as a bf16 copy (zero_replica.h), 2 Psi + 4 Psi/N. (gpt2 on 2 ranks,
+    // where it holds the f32 weights' 4 Psi: zero-1 ran 0.84x of dp with it.)
+    if (zero_holds_bf16_copy(cfg.stage, precision.compute, precision.grad_comm, comm.size()))
       replica_ = std::make_unique<Bf16Replica>(model.params(), layout_, comm.rank());
     layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
-                                           precision.compute != DType::kF16, replica_.get());
+                                           zero_streams_rows(precision.compute), replica_.get());
     model.set_layer_hooks(layers_.get());
   }
   // bf16: no Linear keeps a copy of its weight from forward to backward (2 Psi
@@ -99,7 +97,7 @@ void Zero::step_shard(float lr) {
 void Zero::start() {
   started_ = true;
   if (replica_) replica_->build(model_.params().params().f32());
-  if (cfg_.stage == 3 || replica_) layers_->shard_params();
+  if (layers_) layers_->release_all();  // stage 3 and the bf16 copy: the shard only
   reset_peak_rss();
 }
 
@@ -168,10 +166,12 @@ nlohmann::ordered_json Zero::held_bytes() {
   const double shard = double(se - sb) * 4, all = double(model_.params().size()) * 4;
   double state = 0;
   for (const Tensor* t : opt_.state()) state += double(t->nbytes());
-  const double params = cfg_.stage == 3 ? shard + double(layers_->peak_gathered()) * 4
-                        : replica_    ? shard + double(layers_->peak_gathered()) * 4 +
-                                         double(replica_->bytes())
-                                      : all;
+  // Stage 3 and the bf16 copy: the shard, the most gathered (or widened) at
+  // once, and the copy.
+  const double params = cfg_.stage == 3 || replica_
+                            ? shard + double(layers_->peak_gathered()) * 4 +
+                                  double(replica_ ? replica_->bytes() : 0)
+                            : all;
   // Stage 1 adds micro-batches into whole gradients before its reduction.
   const bool whole = buckets_ || (cfg_.stage == 1 && cfg_.accumulate > 1);
   const double grads = whole ? all : shard + double(layers_->peak_buckets()) * 4;

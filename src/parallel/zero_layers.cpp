@@ -78,12 +78,6 @@ void ZeroLayers::add_layer(size_t i) {
   }
 }
 
-void ZeroLayers::shard_params() {
-  float* w = model_.params().params().f32();
-  release_unowned(layout_, comm_.rank(), w, 0, layout_.elements(), false);
-  std::fill(ticket_.begin(), ticket_.end(), 0);
-}
-
 int64_t ZeroLayers::held() const {
   int64_t n = 0;
   for (size_t u = 0; u < units_.size(); ++u)
@@ -252,7 +246,9 @@ void ZeroLayers::gather_all(int root) {
 
 void ZeroLayers::release_all() {
   if (!gather_) return;
-  shard_params();
+  float* w = model_.params().params().f32();
+  release_unowned(layout_, comm_.rank(), w, 0, layout_.elements(), false);
+  std::fill(ticket_.begin(), ticket_.end(), 0);
 }
 
 }  // namespace cohort

@@ -54,8 +54,6 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout, int stage,
              double bucket_mb, bool stream_rows, const Bf16Replica* replica = nullptr);
 
-  // Stage 3 or a replica, before the first step: returns every page outside the shard.
-  void shard_params();
   // After each backward: queues the last bucket, waits for every task and
   // releases every unit still gathered.
   void finish_backward();
@@ -63,7 +61,9 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   // one does; before it gradients add up whole on each rank). Stages 2 and 3
   // reduce every micro-batch.
   void arm(bool armed) { armed_ = armed || !allreduce_; }
-  // Stage 3: the whole model to rank root (-1: every rank), and back.
+  // Stage 3 and the bf16 copy: the whole model to rank root (-1: every
+  // rank); and every page outside the shard returned (before the first
+  // step, after a checkpoint's gather, after stage 3's step).
   void gather_all(int root);
   void release_all();
 

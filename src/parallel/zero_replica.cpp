@@ -6,6 +6,11 @@
 
 namespace cohort {
 
+bool zero_holds_bf16_copy(int stage, DType compute, DType grad_comm, int ranks) {
+  return compute == DType::kBF16 && ranks > 2 &&
+         (stage == 2 || (stage == 1 && grad_comm == DType::kF32));
+}
+
 Bf16Replica::Bf16Replica(const Arena& a, const ShardLayout& layout, int rank)
     : layout_(layout), rank_(rank) {
   std::vector<std::pair<int64_t, int64_t>> vecs;

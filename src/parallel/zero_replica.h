@@ -23,6 +23,17 @@
 
 namespace cohort {
 
+// The one rule for when ZeRO holds this layout (the strategy and the memory
+// plan both ask it): stages 1 and 2 at bf16, on 3 ranks or more (on 2 the
+// copy and the master shard are the f32 weights' 4 Psi again, with widening
+// to pay; on one the copy only adds 2 Psi), unless stage 1 carries bf16
+// gradients (data parallelism's buckets: no layer hooks to widen through).
+bool zero_holds_bf16_copy(int stage, DType compute, DType grad_comm, int ranks);
+
+// Whether ZeRO streams the tied vocabulary matrix in row blocks: at f32 and
+// bf16 (at fp16 summing its gradient's rows apart moved results 1e-5 from dp's).
+inline bool zero_streams_rows(DType compute) { return compute != DType::kF16; }
+
 class Bf16Replica {
  public:
   Bf16Replica(const Arena& a, const ShardLayout& layout, int rank);

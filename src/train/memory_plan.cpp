@@ -10,6 +10,7 @@
 #include "data/tokens.h"
 #include "nn/layers.h"
 #include "parallel/zero_layers.h"
+#include "parallel/zero_replica.h"
 
 namespace cohort {
 
@@ -84,12 +85,10 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   const int stage = in.strategy == "zero" ? in.zero_stage : 0;
   // ZeRO's buckets: two in flight.
   const double buckets = 2 * in.bucket_mb * kMiB;
-  const bool streamed = in.precision != DType::kF16 && m.working_set_streamed > 0;
-  // Stages 1 and 2 at bf16 (unless stage 1 carries bf16 gradients): a bf16
-  // copy of the weights and f32 masters of the shard (parallel/zero_replica.h),
-  // each unit widened as stage 3 gathers it.
-  const bool replica = (stage == 1 || stage == 2) && in.precision == DType::kBF16 &&
-                       (stage == 2 || in.grad_comm == DType::kF32) && in.ranks > 2;
+  const bool streamed = zero_streams_rows(in.precision) && m.working_set_streamed > 0;
+  // A bf16 copy of the weights and f32 masters of the shard, each unit
+  // widened as stage 3 gathers it.
+  const bool replica = zero_holds_bf16_copy(stage, in.precision, in.grad_comm, in.ranks);
   const double ws = double(streamed ? m.working_set_streamed : m.working_set);
   // Stage 1 keeps its shard of each all-reduced bucket, unless micro-batches
   // add up whole gradients or dp's buckets carry bf16 (zero.h).
@@ -104,8 +103,7 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   e.optimizer_state = stage >= 1 ? k * psi / n : k * psi;
   // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi);
   // under ZeRO a Linear converts at each use into one scratch, which the
-  // working set bounds (Conv2d's copies, in models of a
-  // few MB, go uncounted).
+  // working set bounds (Conv2d's copies, in models of a few MB, go uncounted).
   if (in.precision == DType::kBF16)
     e.parameters += stage >= 1 ? 2 * ws : 2 * psi;
   const double act_bytes = in.precision == DType::kBF16 ? 2 : 4;
