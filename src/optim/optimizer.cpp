@@ -47,9 +47,15 @@ void Optimizer::set_steps(int64_t steps) {
   steps_ = steps;
 }
 
+// Allocates state on first use, checks n, counts the step.
 void Optimizer::begin_step(int64_t n) {
   init_state(n);
   ++steps_;
+}
+
+void Optimizer::step(float* params, const float* grads, int64_t n, float lr) {
+  begin_step(n);
+  update(params, grads, 0, n, lr);
 }
 
 // ---- SGD ----
@@ -76,17 +82,16 @@ std::vector<std::string> Sgd::state_names() const {
   return {"momentum_buffer"};
 }
 
-void Sgd::step(float* params, const float* grads, int64_t n, float lr) {
-  begin_step(n);
+void Sgd::update(float* params, const float* grads, int64_t offset, int64_t n, float lr) {
   const float wd = weight_decay_, mom = momentum_;
   if (mom == 0.0f) {
 #pragma omp parallel for simd if (n >= kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) params[i] -= lr * (grads[i] + wd * params[i]);
     return;
   }
-  float* buf = momentum_buffer_.f32();
+  float* buf = momentum_buffer_.f32() + offset;
   // PyTorch's first step sets buf = g, whatever a restore left in the buffer.
-  if (steps_ == 1) momentum_buffer_.zero();
+  if (steps_ == 1) std::fill(buf, buf + n, 0.0f);
   if (nesterov_) {
 #pragma omp parallel for simd if (n >= kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) {
@@ -139,9 +144,8 @@ std::vector<Tensor*> Adam::state() {
 
 std::vector<std::string> Adam::state_names() const { return {"exp_avg", "exp_avg_sq"}; }
 
-void Adam::step(float* params, const float* grads, int64_t n, float lr) {
-  begin_step(n);
-  adam_update(params, grads, n, lr, weight_decay_, 1.0f);
+void Adam::update(float* params, const float* grads, int64_t offset, int64_t n, float lr) {
+  adam_update(params, grads, offset, n, lr, weight_decay_, 1.0f);
 }
 
 namespace {
@@ -195,8 +199,8 @@ void adam_range(const AdamScalars& s, float* params, const float* grads, float* 
 
 }  // namespace
 
-void Adam::adam_update(float* params, const float* grads, int64_t n, float lr, float l2,
-                       float shrink) {
+void Adam::adam_update(float* params, const float* grads, int64_t offset, int64_t n, float lr,
+                       float l2, float shrink) {
   const double bias1 = 1.0 - std::pow(double(beta1_), double(steps_));
   const double bias2 = 1.0 - std::pow(double(beta2_), double(steps_));
   const AdamScalars s{beta1_,
@@ -208,8 +212,8 @@ void Adam::adam_update(float* params, const float* grads, int64_t n, float lr, f
                       float(std::sqrt(bias2)),
                       l2,
                       shrink};
-  float* m = exp_avg_.f32();
-  float* v = exp_avg_sq_.f32();
+  float* m = exp_avg_.f32() + offset;
+  float* v = exp_avg_sq_.f32() + offset;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
   for (int64_t b = 0; b < blocks; ++b)
@@ -219,9 +223,8 @@ void Adam::adam_update(float* params, const float* grads, int64_t n, float lr, f
 AdamW::AdamW(float beta1, float beta2, float eps, float weight_decay)
     : Adam("adamw", beta1, beta2, eps, weight_decay) {}
 
-void AdamW::step(float* params, const float* grads, int64_t n, float lr) {
-  begin_step(n);
-  adam_update(params, grads, n, lr, 0.0f, float(1.0 - double(lr) * double(weight_decay_)));
+void AdamW::update(float* params, const float* grads, int64_t offset, int64_t n, float lr) {
+  adam_update(params, grads, offset, n, lr, 0.0f, float(1.0 - double(lr) * double(weight_decay_)));
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const std::string& name, float weight_decay,

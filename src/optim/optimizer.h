@@ -18,7 +18,13 @@ class Optimizer {
   // One update of params[0, n) from grads[0, n) at learning rate lr. State is
   // allocated for n elements on the first call (or by init_state); n must stay
   // the same afterwards.
-  virtual void step(float* params, const float* grads, int64_t n, float lr) = 0;
+  void step(float* params, const float* grads, int64_t n, float lr);
+  // The same step in pieces (ZeRO widens bf16 gradients a piece at a time):
+  // begin_step(n) once, then update() over pieces that cover [0, n) once
+  // each; `params` and `grads` point at element `offset`, of `count`.
+  void begin_step(int64_t n);
+  virtual void update(float* params, const float* grads, int64_t offset, int64_t count,
+                      float lr) = 0;
   virtual std::string name() const = 0;
 
   // Per-element state tensors (each of shape {n}) for checkpoints, in a fixed
@@ -35,8 +41,6 @@ class Optimizer {
   void set_steps(int64_t steps);
 
  protected:
-  // Called by step(): allocates state on first use, checks n, counts the step.
-  void begin_step(int64_t n);
   virtual void allocate_state(int64_t n) = 0;
 
   int64_t steps_ = 0;
@@ -48,7 +52,7 @@ class Optimizer {
 class Sgd : public Optimizer {
  public:
   explicit Sgd(float momentum = 0.0f, float weight_decay = 0.0f, bool nesterov = false);
-  void step(float* params, const float* grads, int64_t n, float lr) override;
+  void update(float* params, const float* grads, int64_t offset, int64_t n, float lr) override;
   std::string name() const override { return "sgd"; }
   std::vector<Tensor*> state() override;
   std::vector<std::string> state_names() const override;
@@ -68,7 +72,7 @@ class Adam : public Optimizer {
  public:
   explicit Adam(float beta1 = 0.9f, float beta2 = 0.999f, float eps = 1e-7f,
                 float weight_decay = 0.0f);
-  void step(float* params, const float* grads, int64_t n, float lr) override;
+  void update(float* params, const float* grads, int64_t offset, int64_t n, float lr) override;
   std::string name() const override { return "adam"; }
   std::vector<Tensor*> state() override;
   std::vector<std::string> state_names() const override;
@@ -77,8 +81,8 @@ class Adam : public Optimizer {
   void allocate_state(int64_t n) override;
   // Shared by Adam and AdamW: `l2` is added to the gradient as l2 * p, and the
   // parameter is first multiplied by `shrink` (decoupled decay).
-  void adam_update(float* params, const float* grads, int64_t n, float lr, float l2,
-                   float shrink);
+  void adam_update(float* params, const float* grads, int64_t offset, int64_t n, float lr,
+                   float l2, float shrink);
   // `who` names the optimizer in argument errors.
   Adam(const char* who, float beta1, float beta2, float eps, float weight_decay);
 
@@ -91,7 +95,7 @@ class AdamW : public Adam {
  public:
   explicit AdamW(float beta1 = 0.9f, float beta2 = 0.999f, float eps = 1e-7f,
                  float weight_decay = 0.01f);
-  void step(float* params, const float* grads, int64_t n, float lr) override;
+  void update(float* params, const float* grads, int64_t offset, int64_t n, float lr) override;
   std::string name() const override { return "adamw"; }
 };
 

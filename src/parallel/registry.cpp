@@ -28,8 +28,8 @@ void StrategyRegistry::check(const std::string& name, const RunSettings& run, in
                      " runs in one process, got ", world, " ranks");
   COHORT_INPUT_CHECK(run.precision.grad_comm == DType::kF32 || family.reduces_gradients(name),
                      "--grad-dtype ", precision_name(run.precision.grad_comm),
-                     " acts on gradients all-reduced over ranks: --parallel dp, or hybrid with "
-                     "--dp 2 or more (got --parallel ", name, ")");
+                     " acts on gradients summed over ranks: --parallel dp or zero, or hybrid "
+                     "with --dp 2 or more (got --parallel ", name, ")");
   COHORT_INPUT_CHECK(run.freeze == "none" || family.freezes(name), "--freeze ", run.freeze,
                      ": --parallel ", name, " does not keep frozen layers off the wire yet");
   family.check(name, run, world);

@@ -62,6 +62,23 @@ void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g,
   }
 }
 
+void reduce_scatter_range_bf16(comm::Communicator& c, const ShardLayout& l, BF16* buf, int64_t b,
+                               int64_t e, BF16* scratch) {
+  const int p = c.size(), r = c.rank();
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  for (int s = 0; s < p - 1; ++s) {
+    const auto [sb, se] = clip(l, mod(r - s, p), b, e);
+    const auto [rb, re] = clip(l, mod(r - s - 1, p), b, e);
+    for (int64_t off = 0; off < std::max(se - sb, re - rb); off += kShardSegment) {
+      const int64_t sn = std::clamp<int64_t>(se - sb - off, 0, kShardSegment);
+      const int64_t rn = std::clamp<int64_t>(re - rb - off, 0, kShardSegment);
+      exchange(c, buf + (sb - b) + off, size_t(sn) * 2, right, scratch, size_t(rn) * 2, left);
+      BF16* acc = buf + (rb - b) + off;
+      for (int64_t i = 0; i < rn; ++i) acc[i] = to_bf16(from_bf16(acc[i]) + from_bf16(scratch[i]));
+    }
+  }
+}
+
 // At step s rank r passes on block r+1-s (its own first) and receives r-s.
 void allgather_shards(comm::Communicator& c, const ShardLayout& l, void* base, size_t elem) {
   const int p = c.size(), r = c.rank();
@@ -74,26 +91,64 @@ void allgather_shards(comm::Communicator& c, const ShardLayout& l, void* base, s
   }
 }
 
+void allgather_bf16_shards(comm::Communicator& c, const ShardLayout& l, BF16* low, const float* w) {
+  const int p = c.size(), r = c.rank();
+  if (p == 1) return;
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  constexpr int64_t kPiece = 16 * kShardSegment;  // 2 MB of bf16 a message
+  std::vector<BF16> piece(static_cast<size_t>(kPiece));
+  // Step 0: the own block (r + 1) out, block r in, piece by piece.
+  const int64_t sb = l.begin(mod(r + 1, p)), sn = l.end(mod(r + 1, p)) - sb;
+  const int64_t rb = l.begin(r), rn = l.end(r) - rb;
+  for (int64_t off = 0; off < std::max(sn, rn); off += kPiece) {
+    const int64_t k = std::clamp<int64_t>(sn - off, 0, kPiece);
+    const int64_t m = std::clamp<int64_t>(rn - off, 0, kPiece);
+    f32_to_bf16(w + sb + off, piece.data(), size_t(k));
+    exchange(c, piece.data(), size_t(k) * 2, right, low + rb + off, size_t(m) * 2, left);
+  }
+  for (int s = 1; s < p - 1; ++s) {
+    const int send = mod(r + 1 - s, p), recv = mod(r - s, p);
+    exchange(c, low + l.begin(send), size_t(l.end(send) - l.begin(send)) * 2, right,
+             low + l.begin(recv), size_t(l.end(recv) - l.begin(recv)) * 2, left);
+  }
+}
+
+namespace {
+
+// gather_range over elements of `elem` bytes, element i at at_b + (i - b) * elem.
 // Every piece is posted first (the owner sends it to each rank that wants
 // it; on one machine each receiver copies straight from the owner's memory),
 // then all are waited for.
-void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
-                  int root) {
+void gather_elems(comm::Communicator& c, const ShardLayout& l, char* at_b, size_t elem,
+                  int64_t b, int64_t e, int root) {
   std::vector<std::unique_ptr<comm::Request>> pending;
   for (int k = 0; k < l.ranks(); ++k) {
     const auto [lo, hi] = clip(l, k, b, e);
     if (hi <= lo) continue;
     const int owner = l.owner_of(k);
-    const size_t bytes = size_t(hi - lo) * 4;
+    char* at = at_b + size_t(lo - b) * elem;
+    const size_t bytes = size_t(hi - lo) * elem;
     if (c.rank() == owner) {
       for (int r = 0; r < c.size(); ++r)
         if (r != owner && (root < 0 || r == root))
-          pending.push_back(c.isend(w + lo, bytes, r, kShardTag));
+          pending.push_back(c.isend(at, bytes, r, kShardTag));
     } else if (root < 0 || c.rank() == root) {
-      pending.push_back(c.irecv(w + lo, bytes, owner, kShardTag));
+      pending.push_back(c.irecv(at, bytes, owner, kShardTag));
     }
   }
   for (auto& p : pending) comm::wait_yielding(c, *p);
+}
+
+}  // namespace
+
+void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
+                  int root) {
+  gather_elems(c, l, reinterpret_cast<char*>(w + b), sizeof(float), b, e, root);
+}
+
+void gather_range_bf16(comm::Communicator& c, const ShardLayout& l, BF16* buf, int64_t b,
+                       int64_t e) {
+  gather_elems(c, l, reinterpret_cast<char*>(buf), sizeof(BF16), b, e, -1);
 }
 
 void release_unowned(const ShardLayout& l, int rank, float* base, int64_t b, int64_t e,

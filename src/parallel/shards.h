@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/dtype.h"
 
 namespace cohort {
 
@@ -43,13 +44,30 @@ class ShardLayout {
 constexpr int64_t kShardSegment = 1 << 16;
 void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g, int64_t b,
                           int64_t e, float* scratch);
+// The same with bf16 on the wire (--grad-dtype bf16): `buf` holds [b, e)
+// (buf[0] is element b), each element the rank's gradient rounded to bf16.
+// Each partial sum is added in f32 and rounded to bf16 as it is kept, which
+// is what the bf16 ring all-reduce (comm/ring.cpp) sends and ends with, so
+// every element is summed and rounded as data parallelism's ring rounds it.
+// On return the shard's part of `buf` holds the totals. `scratch` holds at
+// least kShardSegment elements.
+void reduce_scatter_range_bf16(comm::Communicator& c, const ShardLayout& l, BF16* buf, int64_t b,
+                               int64_t e, BF16* scratch);
 // Every rank's shard of `base` (elements of `elem` bytes: 4 for the f32
 // weights, 2 for a bf16 copy) to every rank, in place (the ring's all-gather).
 void allgather_shards(comm::Communicator& c, const ShardLayout& l, void* base, size_t elem = 4);
+// allgather_shards of a bf16 copy `low` in which this rank does not keep its
+// own block: that block is sent rounded from the f32 `w` a piece at a time
+// (the ring sends it once, at its first step), and every other block lands
+// in `low`.
+void allgather_bf16_shards(comm::Communicator& c, const ShardLayout& l, BF16* low, const float* w);
 // [b, e) of `w` to every rank from the ranks owning it (a broadcast per
 // owner); to rank `root` only when root >= 0.
 void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
                   int root = -1);
+// The same for a bf16 buffer of [b, e) (buf[0] is element b), to every rank.
+void gather_range_bf16(comm::Communicator& c, const ShardLayout& l, BF16* buf, int64_t b,
+                       int64_t e);
 // Returns the pages of [b, e) of `base` outside rank's shard (and outside the
 // frozen prefix) to the kernel;
 // with `zero`, the elements there read as zeros afterwards (gradients,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/memory.h"
 #include "core/timeline.h"
 #include "ops/linear.h"
 #include "optim/clip.h"
@@ -27,24 +28,18 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
   COHORT_INPUT_CHECK(cfg.accumulate >= 1, "--accumulate must be at least 1, got ", cfg.accumulate);
   // The optimizer allocates its shard's state at the first step (or a
   // resume restores it), after stage 3 has released the other shards.
-  // Stage 1 with bf16 gradients on the wire: data parallelism's buckets
-  // (every rank keeps every gradient). Otherwise the layer hooks: stage 1's
-  // all-reduced buckets keep only the shard's part, as stage 2's do.
-  if (cfg.stage == 1 && precision.grad_comm != DType::kF32) {
-    buckets_ = std::make_unique<BucketReducer>(comm, model.params().grads().f32(),
-                                               model.params().size(), cfg.bucket_mb, true,
-                                               precision.grad_comm, comm::Algorithm::kRing,
-                                               model.frozen_params());
-  } else {
-    // DeepSpeed's layout where it holds less: the weights outside the shard
-    // as a bf16 copy (zero_replica.h), 2 Psi + 4 Psi/N. (gpt2 on 2 ranks,
-    // where it holds the f32 weights' 4 Psi: zero-1 ran 0.84x of dp with it.)
-    if (zero_holds_bf16_copy(cfg.stage, precision.compute, precision.grad_comm, comm.size()))
-      replica_ = std::make_unique<Bf16Replica>(model.params(), layout_, comm.rank());
-    layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
-                                           zero_streams_rows(precision.compute), replica_.get());
-    model.set_layer_hooks(layers_.get());
-  }
+  // DeepSpeed's layout where it holds less: the weights outside the shard as
+  // a bf16 copy (zero_replica.h). (gpt2 on 2 ranks, where it held the f32
+  // weights' 4 Psi: zero-1 ran 0.84x of dp with it.)
+  if (zero_holds_bf16_copy(cfg.stage, precision.compute, comm.size()))
+    replica_ = std::make_unique<Bf16Replica>(model.params(), layout_, comm.rank());
+  // bf16 on the wire: the shard's gradients at 2 bytes.
+  if (precision.grad_comm == DType::kBF16 && comm.size() > 1)
+    low_grads_ = std::make_unique<Bf16GradShard>(layout_, comm.rank());
+  layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
+                                         zero_streams_rows(precision.compute), replica_.get(),
+                                         low_grads_.get());
+  model.set_layer_hooks(layers_.get());
   // bf16: no Linear keeps a copy of its weight from forward to backward (2 Psi
   // on every rank, where stage 3 holds 4 Psi/N of weights and the bf16
   // layout 2 Psi + 4 Psi/N).
@@ -75,11 +70,52 @@ double Zero::sum_over_ranks(double v) {
 // shard, with the two decisions that span shards taken over all ranks.
 void Zero::step_shard(float lr) {
   timeline::Span span("optimizer", "optimizer");
-  const Arena& a = model_.params();
   const auto [begin, end] = optimizer_range();
-  const int64_t n = end - begin;
-  float* w = a.params().f32() + begin;
-  float* g = a.grads().f32() + begin;
+  float* w = model_.params().params().f32() + begin;
+  if (low_grads_)
+    step_low(w, end - begin, lr);
+  else
+    step_shard(w, model_.params().grads().f32() + begin, end - begin, lr);
+}
+
+// step_shard's order on bf16 gradients, widened a piece at a time: a first
+// pass for the decisions over ranks (overflow, the norm of the unscaled
+// gradients), then the optimizer over each piece.
+void Zero::step_low(float* w, int64_t n, float lr) {
+  constexpr int64_t kPiece = 1 << 18;
+  std::vector<float> piece(size_t(std::min(n, kPiece)));
+  auto widened = [&](int64_t off, int64_t k, float unscale) {
+    low_grads_->widen(off, k, piece.data());
+    if (unscale != 1.0f) scale_inplace(piece.data(), k, unscale);
+    return piece.data();
+  };
+  float unscale = 1.0f, c = 1.0f;
+  LossScaler* scaler = local_.loss_scaler();
+  if (scaler || clip_norm_ > 0) {
+    bool bad = false;
+    double squares = 0;
+    const float carried = scaler ? scaler->scale() : 1.0f;
+    for (int64_t off = 0; off < n; off += kPiece) {
+      const int64_t k = std::min(kPiece, n - off);
+      const float* g = widened(off, k, carried != 1.0f ? 1.0f / carried : 1.0f);
+      bad = bad || has_nonfinite(g, k);
+      squares += sum_squares(g, k);
+    }
+    if (scaler && !scaler->update(any_rank(bad))) return low_grads_->clear();
+    if (carried != 1.0f) unscale = 1.0f / carried;
+    if (clip_norm_ > 0) c = clip_scale(std::sqrt(sum_over_ranks(squares)), clip_norm_);
+  }
+  if (n > 0) opt_.begin_step(n);  // as step_shard: an empty shard counts no step
+  for (int64_t off = 0; off < n; off += kPiece) {
+    const int64_t k = std::min(kPiece, n - off);
+    float* g = widened(off, k, unscale);
+    if (c != 1.0f) scale_inplace(g, k, c);
+    opt_.update(w + off, g, off, k, lr);
+  }
+  low_grads_->clear();
+}
+
+void Zero::step_shard(float* w, float* g, int64_t n, float lr) {
   if (LossScaler* scaler = local_.loss_scaler()) {
     const float carried = scaler->scale();
     if (!scaler->update(any_rank(has_nonfinite(g, n)))) return;  // every rank skips alike
@@ -97,7 +133,7 @@ void Zero::step_shard(float lr) {
 void Zero::start() {
   started_ = true;
   if (replica_) replica_->build(model_.params().params().f32());
-  if (layers_) layers_->release_all();  // stage 3 and the bf16 copy: the shard only
+  layers_->release_all();  // stage 3 and the bf16 copy: the shard only
   reset_peak_rss();
 }
 
@@ -109,29 +145,22 @@ StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
   // As data parallelism: the mean over the global batch.
   const float scale = 1.0f / float(batch.size() * comm_.size() * cfg_.accumulate);
   const bool last = micro_ + 1 == cfg_.accumulate;
-  if (last && buckets_) buckets_->arm(ctx);
-  if (layers_) layers_->arm(last);
-  const double waited = layers_ ? layers_->wait_seconds() : 0;
+  layers_->arm(last);
+  const double waited = layers_->wait_seconds();
   StepResult r;
   {
     CountAllocations count(activations_);
     r = local_.forward_backward(batch, scale, ctx);
   }
-  if (layers_) {
+  {
     timeline::Span span("zero", "wait for reduce-scatter");
     layers_->finish_backward();
   }
-  const double comm_s = layers_ ? layers_->wait_seconds() - waited : 0;
+  const double comm_s = layers_->wait_seconds() - waited;
   times.compute += t.seconds() - comm_s;
   times.comm += comm_s;
   micro_ = last ? 0 : micro_ + 1;
   if (!last) return r;
-  t.reset();
-  if (buckets_) {
-    timeline::Span span("allreduce", "wait for all-reduce");
-    buckets_->finish();
-  }
-  times.comm += t.seconds();
   t.reset();
   step_shard(lr);
   times.compute += t.seconds();
@@ -149,11 +178,11 @@ StepResult Zero::step(const Batch& batch, float lr, StepTimes& times) {
 }
 
 void Zero::gather_params(int root) {
-  if (layers_) layers_->gather_all(root);
+  layers_->gather_all(root);
 }
 
 void Zero::release_params() {
-  if (layers_) layers_->release_all();
+  layers_->release_all();
 }
 
 void Zero::sum(double* v, int n) { comm::sum_metrics(comm_, v, n); }
@@ -173,8 +202,10 @@ nlohmann::ordered_json Zero::held_bytes() {
                                   double(replica_ ? replica_->bytes() : 0)
                             : all;
   // Stage 1 adds micro-batches into whole gradients before its reduction.
-  const bool whole = buckets_ || (cfg_.stage == 1 && cfg_.accumulate > 1);
-  const double grads = whole ? all : shard + double(layers_->peak_buckets()) * 4;
+  const bool whole = cfg_.stage == 1 && cfg_.accumulate > 1;
+  // bf16 gradients: 2 bytes a shard element.
+  const double buckets = double(layers_->peak_bucket_bytes());
+  const double grads = whole ? all : (low_grads_ ? double(low_grads_->bytes()) : shard) + buckets;
   const std::vector<double> mine = {params, grads, state, double(activations_->peak()),
                                     window_peak_rss_mb(), peak_rss_mb()};
   const int n = comm_.size(), k = int(mine.size());
@@ -222,6 +253,7 @@ class ZeroFamily final : public StrategyFamily {
  public:
   std::vector<std::string> names() const override { return {"zero"}; }
   bool freezes(const std::string&) const override { return true; }
+  bool reduces_gradients(const std::string&) const override { return true; }
   std::string help() const override {
     return "zero: data parallelism with the optimizer state (--zero-stage 1), the gradients (2) "
            "and the parameters (3) sharded over ranks (DeepSpeed ZeRO)";
@@ -235,9 +267,6 @@ class ZeroFamily final : public StrategyFamily {
   void describe(std::ostream& os) const override { os << "--zero-stage " << stage_ << "\n"; }
   void export_flags(RunSettings& run) const override { run.zero_stage = stage_; }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
-    COHORT_INPUT_CHECK(stage_ == 1 || a.run.precision.grad_comm == DType::kF32,
-                       "--grad-dtype bf16 is built for --zero-stage 1 only (its all-reduce); "
-                       "stages 2 and 3 reduce-scatter f32");
     COHORT_INPUT_CHECK(a.comm, "--parallel zero needs ranks: start with mpirun or --workers N");
     ZeroConfig cfg;
     cfg.stage = stage_;

@@ -8,8 +8,7 @@
 //            reduce-scatter and an all-gather: dp's summation order), and each
 //            rank keeps its shard's part of each (parallel/zero_layers.h):
 //            every rank holds all parameters, and all gradients only while
-//            micro-batches add up. With --grad-dtype bf16: data parallelism's
-//            buckets (BucketReducer), every gradient kept.
+//            micro-batches add up.
 //   stage 2: as backward finishes each layer, its gradients are
 //            reduce-scattered in buckets and the other ranks' part returned to
 //            the kernel (parallel/zero_layers.h): a rank holds its shard's
@@ -18,6 +17,10 @@
 //   stage 3: as stage 2, and the parameters live sharded too: each layer's are
 //            gathered just before it runs, forward and backward, the next
 //            layer's prefetched, and freed after it.
+// With --grad-dtype bf16 (DeepSpeed's communication_data_type) every stage's
+// buckets travel and are held at bf16, and so are the shard's gradients
+// (zero_grads.h: DeepSpeed's 2 Psi/N), summed as data parallelism's bf16
+// ring sums them.
 // At bf16, stages 1 and 2 hold the weights outside the shard as a 2-byte copy
 // (DeepSpeed's layout; zero_replica.h), widened layer by layer as stage 3
 // gathers. At f32 and bf16 the tied vocabulary matrix (GPT-2's wte) streams
@@ -37,6 +40,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/local.h"
 #include "parallel/shards.h"
+#include "parallel/zero_grads.h"
 #include "parallel/zero_layers.h"
 #include "parallel/zero_replica.h"
 
@@ -72,6 +76,8 @@ class Zero final : public Strategy {
  private:
   void start();  // before the first step: release what this rank does not hold
   void step_shard(float lr);
+  void step_shard(float* w, float* g, int64_t n, float lr);  // this rank's f32 shard
+  void step_low(float* w, int64_t n, float lr);              // its gradients at bf16
   bool any_rank(bool v);
   double sum_over_ranks(double v);  // in rank order, the same on every rank
   nlohmann::ordered_json held_bytes();
@@ -83,9 +89,9 @@ class Zero final : public Strategy {
   float clip_norm_;
   LocalStep local_;  // forward, backward and the loss scaler (its apply is not used)
   ShardLayout layout_;
-  std::unique_ptr<BucketReducer> buckets_;  // stage 1 with bf16 gradients on the wire
   std::unique_ptr<Bf16Replica> replica_;    // stages 1 and 2 at bf16 (before layers_: it reads it)
-  std::unique_ptr<ZeroLayers> layers_;      // otherwise
+  std::unique_ptr<Bf16GradShard> low_grads_;  // bf16 gradients on the wire (before layers_)
+  std::unique_ptr<ZeroLayers> layers_;
   std::shared_ptr<MemoryCounter> activations_ = std::make_shared<MemoryCounter>();
   bool started_ = false;
   int micro_ = 0;

@@ -1,8 +1,10 @@
 #include "parallel/zero_layers.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "core/clock.h"
+#include "core/memory.h"
 #include "core/timeline.h"
 
 namespace cohort {
@@ -38,11 +40,12 @@ std::vector<const nn::Module*> zero_units(const nn::Module& m, bool tied, int64_
 
 ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout,
                        int stage, double bucket_mb, bool stream_rows,
-                       const Bf16Replica* replica)
+                       const Bf16Replica* replica, Bf16GradShard* low_grads)
     : comm_(comm),
       model_(model),
       layout_(layout),
       replica_(replica),
+      low_grads_(low_grads),
       gather_(stage == 3 || replica),
       allreduce_(stage == 1),
       bucket_(std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)))),
@@ -72,6 +75,7 @@ void ZeroLayers::add_layer(size_t i) {
     // --freeze: a frozen prefix has no gradient to reduce (layout_.first()).
     const int64_t b = std::max(leaf->param_begin(), layout_.first());
     if (b < leaf->param_end()) u.grads = subtract(b, leaf->param_end(), slot);  // the matrix: ids_done
+    for (auto [gb, ge] : u.grads) max_part_ = std::max(max_part_, ge - gb);
     if (leaf->param_begin() <= slot_b_ && slot_b_ < leaf->param_end()) slot_unit_ = units_.size();
     if (split) leaf_unit_[leaf] = units_.size();
     units_.push_back(std::move(u));
@@ -159,7 +163,7 @@ void ZeroLayers::unit_before_forward(size_t u) {
   if (u == 0)
     for (size_t j = 2; j < units_.size(); ++j) drop(j, units_[0].ranges);
   fetch(u);
-  if (u + 1 < units_.size()) fetch(u + 1);
+  if (!replica_ && u + 1 < units_.size()) fetch(u + 1);  // widening now: nothing to prefetch
   wait_for(u);
 }
 
@@ -172,7 +176,7 @@ void ZeroLayers::unit_before_backward(size_t u) {
   // reduce-scatters may still be reading.
   if (u == slot_unit_ && row_stream() && armed_) wait_reductions();
   fetch(u);
-  if (u > 0) fetch(u - 1);
+  if (!replica_ && u > 0) fetch(u - 1);
   wait_for(u);
 }
 
@@ -186,29 +190,38 @@ void ZeroLayers::unit_after_backward(size_t u) {
 // Backward finishes layers last to first, so a bucket grows downwards.
 void ZeroLayers::add_grads(int64_t b, int64_t e) {
   if (hi_ > lo_ && e != lo_) flush();
-  if (hi_ == lo_) hi_ = e;
+  if (hi_ == lo_) {
+    hi_ = e;
+    if (low_grads_) start_stage(e - b);
+  }
   lo_ = b;
+  if (low_grads_) stage(b, e);
   if (hi_ - lo_ >= bucket_) flush();
+}
+
+// bf16 on the wire: the bucket is assembled at 2 bytes as backward fills
+// it, each part's f32 pages (the shard's too: its sum goes to low_grads_)
+// returned at once. (Held at f32 until the bucket was full, the filling
+// bucket was 25 MB of gpt2's peak.) It grows downwards from its end.
+void ZeroLayers::start_stage(int64_t first) {
+  stage_cap_ = bucket_ + std::max(first, max_part_);
+  stage_ = allocate_pages(size_t(stage_cap_) * sizeof(BF16));
+}
+
+void ZeroLayers::stage(int64_t b, int64_t e) {
+  float* g = model_.params().grads().f32();
+  BF16* at = static_cast<BF16*>(stage_.get()) + (stage_cap_ - (hi_ - b));
+  f32_to_bf16(g + b, at, size_t(e - b));
+  release_pages(g + b, size_t(e - b) * 4, true);
+  peak_buckets_ = std::max(peak_buckets_, in_flight_ += (e - b) * 2);
 }
 
 void ZeroLayers::flush() {
   if (hi_ == lo_) return;
   const int64_t b = lo_, e = hi_;
-  peak_buckets_ = std::max(peak_buckets_, in_flight_ += e - b);
-  float* g = model_.params().grads().f32();
-  reducing_.push_back(queue_.push([this, g, b, e] {
-    timeline::Span span("zero", allreduce_ ? "all-reduce" : "reduce-scatter", nullptr, -1,
-                        (e - b) * int64_t(sizeof(float)));
-    // Stage 1's all-reduce is the reduce-scatter and then the all-gather of
-    // the bucket, so each sum runs in dp's one-ring order on any rank count
-    // (a ring of the bucket alone cuts it elsewhere: on 3 ranks
-    // cifar-resnet50's batch-norm biases then ended 3% from dp's).
-    reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
-    if (allreduce_) gather_range(comm_, layout_, g, b, e);
-    release_unowned(layout_, comm_.rank(), g, b, e, true);
-    in_flight_ -= e - b;
-  }));
   lo_ = hi_ = 0;
+  float* g = model_.params().grads().f32();
+  reducing_.push_back(low_grads_ ? queue_reduce_low(b, e) : queue_reduce(g, b, e));
   // At most kInFlight buckets wait to be reduced: where communication is
   // slower than backward (4 ranks on 2 cores) the queue would otherwise hold
   // nearly every layer's gradients by the end of backward (measured: gpt2
@@ -220,6 +233,36 @@ void ZeroLayers::flush() {
     wait_s_ += t.seconds();
     reducing_.pop_front();
   }
+}
+
+CommQueue::Ticket ZeroLayers::queue_reduce(float* g, int64_t b, int64_t e) {
+  peak_buckets_ = std::max(peak_buckets_, in_flight_ += (e - b) * 4);
+  return queue_.push([this, g, b, e] {
+    timeline::Span span("zero", allreduce_ ? "all-reduce" : "reduce-scatter", nullptr, -1,
+                        (e - b) * int64_t(sizeof(float)));
+    // Stage 1's all-reduce is the reduce-scatter and then the all-gather of
+    // the bucket, so each sum runs in dp's one-ring order on any rank count
+    // (a ring of the bucket alone cuts it elsewhere: on 3 ranks
+    // cifar-resnet50's batch-norm biases then ended 3% from dp's).
+    reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
+    if (allreduce_) gather_range(comm_, layout_, g, b, e);
+    release_unowned(layout_, comm_.rank(), g, b, e, true);
+    in_flight_ -= (e - b) * 4;
+  });
+}
+
+CommQueue::Ticket ZeroLayers::queue_reduce_low(int64_t b, int64_t e) {
+  std::shared_ptr<void> pages = std::move(stage_);  // returned when the reduction ends
+  BF16* low = static_cast<BF16*>(pages.get()) + (stage_cap_ - (e - b));
+  return queue_.push([this, pages, low, b, e]() mutable {
+    timeline::Span span("zero", allreduce_ ? "all-reduce bf16" : "reduce-scatter bf16", nullptr,
+                        -1, (e - b) * 2);
+    reduce_scatter_range_bf16(comm_, layout_, low, b, e, reinterpret_cast<BF16*>(scratch_.data()));
+    if (allreduce_) gather_range_bf16(comm_, layout_, low, b, e);  // as queue_reduce
+    low_grads_->add(low, b, e);
+    pages.reset();
+    in_flight_ -= (e - b) * 2;
+  });
 }
 
 void ZeroLayers::finish_backward() {

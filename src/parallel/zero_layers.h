@@ -29,11 +29,13 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "nn/model.h"
 #include "parallel/comm_queue.h"
 #include "parallel/shards.h"
+#include "parallel/zero_grads.h"
 #include "parallel/zero_replica.h"
 
 namespace cohort {
@@ -51,8 +53,12 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   // runs and returned after, as stage 3 gathers and frees them.
   // stream_rows: stream the tied matrix (f32 and bf16; at fp16 summing its
   // gradient's rows apart from the rest moves results by 1e-5, measured).
+  // low_grads (stages 2 and 3 with --grad-dtype bf16, null otherwise): each
+  // bucket is rounded to bf16 as it is queued (its f32 pages returned at
+  // once), reduce-scattered at 2 bytes and its shard's part added there.
   ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout, int stage,
-             double bucket_mb, bool stream_rows, const Bf16Replica* replica = nullptr);
+             double bucket_mb, bool stream_rows, const Bf16Replica* replica = nullptr,
+             Bf16GradShard* low_grads = nullptr);
 
   // After each backward: queues the last bucket, waits for every task and
   // releases every unit still gathered.
@@ -88,10 +94,11 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
 
   // Seconds the compute thread waited for gathers and reductions.
   double wait_seconds() const { return wait_s_; }
-  // The most gathered parameters held at once, and the most gradients held
-  // in buckets queued or being reduced at once, in elements (beside the shard).
+  // The most gathered parameters held at once, in elements, and the most
+  // bytes of gradients held in buckets queued or being reduced at once
+  // (beside the shard).
   int64_t peak_gathered() const { return peak_gathered_; }
-  int64_t peak_buckets() const { return peak_buckets_; }
+  int64_t peak_bucket_bytes() const { return peak_buckets_; }
 
  private:
   // A unit of gathering and reduction: a top-level layer, or a leaf of a split one.
@@ -109,6 +116,13 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   void drop(size_t u, const nn::Ranges& keep);
   void add_grads(int64_t b, int64_t e);
   void flush();
+  // A bucket's reduction queued: its f32 gradients in place, or (bf16 on
+  // the wire) rounded into a buffer of its own.
+  CommQueue::Ticket queue_reduce(float* g, int64_t b, int64_t e);
+  CommQueue::Ticket queue_reduce_low(int64_t b, int64_t e);
+  // bf16 on the wire: the bucket filling, rounded as its parts arrive.
+  void start_stage(int64_t first);
+  void stage(int64_t b, int64_t e);
   int64_t held() const;
   void wait_reductions();
   // The rows every rank's ids name, as runs of element ranges of the
@@ -122,6 +136,7 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   nn::Model& model_;
   const ShardLayout& layout_;
   const Bf16Replica* replica_;  // stages 1 and 2 at bf16: the weights widen from it
+  Bf16GradShard* low_grads_;    // bf16 on the wire: the shard's gradients live there
   bool gather_;     // the weights live sharded: stage 3, or a replica
   // Makes [b, e) of the weights readable: widened from the replica now
   // (returns 0), or gathered on the queue (returns its ticket).
@@ -137,6 +152,9 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   std::vector<CommQueue::Ticket> ticket_;   // per unit, its gather's; 0: not held
   std::deque<CommQueue::Ticket> reducing_;  // buckets queued, oldest first
   int64_t lo_ = 0, hi_ = 0;                 // the bucket filling
+  int64_t max_part_ = 0;                    // the largest range a unit adds to it
+  std::shared_ptr<void> stage_;             // bf16 on the wire: its elements, ending at hi_
+  int64_t stage_cap_ = 0;                   // their room
   std::vector<float> scratch_;              // the queue thread's
   int64_t slot_b_ = 0, slot_e_ = 0;         // the streamed matrix's range (empty: none)
   size_t slot_unit_ = 0;                    // the unit that owns it
@@ -144,8 +162,8 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   int64_t block_held_ = 0;                  // their elements
   nn::Ranges id_held_;                      // stage 3: the ids' rows gathered
   double wait_s_ = 0;
-  int64_t peak_gathered_ = 0, peak_buckets_ = 0;
-  std::atomic<int64_t> in_flight_{0};  // gradient elements in buckets not yet reduced
+  int64_t peak_gathered_ = 0, peak_buckets_ = 0;  // elements; bytes
+  std::atomic<int64_t> in_flight_{0};  // bytes of gradients in buckets not yet reduced
   CommQueue queue_;  // last: its thread stops before the rest goes
 };
 

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
+#include "core/memory.h"
 #include "core/timeline.h"
 
 namespace cohort {
 
-bool zero_holds_bf16_copy(int stage, DType compute, DType grad_comm, int ranks) {
-  return compute == DType::kBF16 && ranks > 2 &&
-         (stage == 2 || (stage == 1 && grad_comm == DType::kF32));
+bool zero_holds_bf16_copy(int stage, DType compute, int ranks) {
+  return compute == DType::kBF16 && ranks > 2 && stage <= 2;
 }
 
 Bf16Replica::Bf16Replica(const Arena& a, const ShardLayout& layout, int rank)
@@ -30,12 +30,17 @@ Bf16Replica::Bf16Replica(const Arena& a, const ShardLayout& layout, int rank)
 }
 
 int64_t Bf16Replica::bytes() const {
-  return int64_t(low_.size() * sizeof(BF16) + vec_.size() * sizeof(float));
+  const auto [sb, se] = layout_.shard(rank_);
+  return (layout_.elements() - (se - sb)) * int64_t(sizeof(BF16)) +
+         int64_t(vec_.size() * sizeof(float));
 }
 
 void Bf16Replica::build(const float* w) {
-  low_.resize(size_t(layout_.elements()));
-  f32_to_bf16(w, low_.data(), low_.size());
+  pages_ = allocate_pages(size_t(layout_.elements()) * sizeof(BF16));
+  low_ = static_cast<BF16*>(pages_.get());
+  const auto [sb, se] = layout_.shard(rank_);
+  f32_to_bf16(w, low_, size_t(sb));
+  f32_to_bf16(w + se, low_ + se, size_t(layout_.elements() - se));
   for (size_t i = 0; i < vec_b_.size(); ++i)
     std::copy(w + vec_b_[i], w + vec_e_[i], vec_.begin() + vec_at_[i]);
 }
@@ -46,7 +51,7 @@ void Bf16Replica::widen(float* w, int64_t b, int64_t e) const {
   while (b < e) {
     const int64_t vb = i < vec_b_.size() ? std::max(vec_b_[i], b) : e;
     const int64_t mat_end = std::min(vb, e);
-    if (b < mat_end) bf16_to_f32(low_.data() + b, w + b, size_t(mat_end - b));
+    if (b < mat_end) bf16_to_f32(low_ + b, w + b, size_t(mat_end - b));
     if (mat_end >= e) return;
     const int64_t ve = std::min(vec_e_[i], e);
     std::copy(vec_.begin() + vec_at_[i] + (vb - vec_b_[i]), vec_.begin() + vec_at_[i] + (ve - vec_b_[i]),
@@ -66,8 +71,7 @@ void Bf16Replica::expand(float* w, int64_t b, int64_t e) const {
 void Bf16Replica::refresh(comm::Communicator& c, const float* w) {
   timeline::Span span("zero", "allgather bf16 copy");
   const auto [sb, se] = layout_.shard(rank_);
-  f32_to_bf16(w + sb, low_.data() + sb, size_t(se - sb));
-  allgather_shards(c, layout_, low_.data(), sizeof(BF16));
+  allgather_bf16_shards(c, layout_, low_, w);
   std::fill(vec_.begin(), vec_.end(), 0.0f);
   for (size_t i = 0; i < vec_b_.size(); ++i)
     for (int64_t k = std::max(vec_b_[i], sb), end = std::min(vec_e_[i], se); k < end; ++k)

@@ -1,19 +1,21 @@
 // ZeRO stages 1 and 2 at bf16 in DeepSpeed's layout: every rank holds a
-// 2-byte copy of the model's matrices (2 Psi) and the f32 master weights of
-// its shard only (4 Psi/N), where cohort's f32 layout holds f32 weights
-// whole (4 Psi). The compute reads f32 parameters from the arena, so the
+// 2-byte copy of the model's matrices outside its shard (2 Psi - 2 Psi/N;
+// DeepSpeed's copy has the shard's too) and the f32 master weights of its
+// shard only (4 Psi/N), where cohort's f32 layout holds f32 weights whole
+// (4 Psi). The compute reads f32 parameters from the arena, so the
 // layer hooks (zero_layers.h) widen a layer's elements outside the shard from
 // this copy just before it runs and return those pages after, as stage 3
 // gathers them. A bf16 model reads every matrix rounded to bf16 (Linear and
 // conv weights, the embedding's tables: ops/cpu), so the widened copy
 // computes exactly what the masters compute; vectors (biases, norms' scales
 // and shifts), which ops read at f32, are kept at f32 (a few thousand
-// elements a layer). After the step each rank rounds its updated shard into
-// the copy, the copies are all-gathered (2 bytes a parameter on the wire,
+// elements a layer). After the step each rank's updated shard, rounded, is
+// all-gathered into every other rank's copy (2 bytes a parameter on the wire,
 // half of the f32 all-gather) and the vectors summed over ranks (each rank
 // contributes its shard's elements, zeros elsewhere: exact).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -25,10 +27,9 @@ namespace cohort {
 
 // The one rule for when ZeRO holds this layout (the strategy and the memory
 // plan both ask it): stages 1 and 2 at bf16, on 3 ranks or more (on 2 the
-// copy and the master shard are the f32 weights' 4 Psi again, with widening
-// to pay; on one the copy only adds 2 Psi), unless stage 1 carries bf16
-// gradients (data parallelism's buckets: no layer hooks to widen through).
-bool zero_holds_bf16_copy(int stage, DType compute, DType grad_comm, int ranks);
+// copy and the master shard hold 3 Psi against the f32 weights' 4 Psi, and
+// widening cost zero-1 16% of its speed; on one the copy only adds 2 Psi).
+bool zero_holds_bf16_copy(int stage, DType compute, int ranks);
 
 // Whether ZeRO streams the tied vocabulary matrix in row blocks: at f32 and
 // bf16 (at fp16 summing its gradient's rows apart moved results 1e-5 from dp's).
@@ -53,7 +54,11 @@ class Bf16Replica {
 
   const ShardLayout& layout_;
   int rank_;
-  std::vector<BF16> low_;          // every element (the vectors' slots unread)
+  // Every element but the shard's (the masters are read there, and refresh
+  // sends the shard rounded from them): pages from the kernel, the shard's
+  // never touched. The vectors' slots are unread.
+  std::shared_ptr<void> pages_;
+  BF16* low_ = nullptr;
   std::vector<int64_t> vec_b_, vec_e_, vec_at_;  // the vectors' ranges, ascending, and where each sits in vec_
   std::vector<float> vec_;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
+#include "core/memory.h"
 #include "core/timeline.h"
 #include "parallel/zero_layers.h"
 
@@ -15,7 +16,6 @@ bool ZeroLayers::streams(const float* weight) const {
 
 void ZeroLayers::acquire(int64_t cols, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
   if (!gather_) return;
-  float* w = model_.params().params().f32();
   const auto queue_block = [&](int64_t a, int64_t b) {
     const int64_t lo = slot_b_ + a * cols, hi = slot_b_ + b * cols;
     if (hi <= lo || blocks_.count(lo)) return;
@@ -44,8 +44,7 @@ void ZeroLayers::release(int64_t cols, int64_t r0, int64_t r1) {
 void ZeroLayers::rows_done(int64_t cols, int64_t r0, int64_t r1) {
   if (!armed_) return;
   flush();
-  lo_ = slot_b_ + r0 * cols;
-  hi_ = slot_b_ + r1 * cols;
+  add_grads(slot_b_ + r0 * cols, slot_b_ + r1 * cols);
   flush();
 }
 
@@ -127,9 +126,14 @@ void ZeroLayers::ids_done(int64_t cols, const int32_t* ids, int64_t n) {
     const auto [sb, se] = layout_.shard(comm_.rank());
     const float* p = packed.data();
     for (auto [b, e] : runs) {
-      for (int64_t i = std::max(b, sb), end = std::min(e, se); i < end; ++i) g[i] = p[i - b];
+      if (low_grads_) {  // the head's part is there already: add, and zero the f32 rows
+        low_grads_->add(p, b, e);
+        release_pages(g + b, size_t(e - b) * 4, true);
+      } else {
+        for (int64_t i = std::max(b, sb), end = std::min(e, se); i < end; ++i) g[i] = p[i - b];
+        release_unowned(layout_, comm_.rank(), g, b, e, true);
+      }
       p += e - b;
-      release_unowned(layout_, comm_.rank(), g, b, e, true);
     }
   }));
 }

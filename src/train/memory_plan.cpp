@@ -83,23 +83,26 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   const double k = in.optimizer_bytes;
   MemoryEstimate e;
   const int stage = in.strategy == "zero" ? in.zero_stage : 0;
+  // bf16 gradients on the wire: ZeRO keeps its buckets and the shard's
+  // gradients at 2 bytes (parallel/zero_grads.h).
+  const bool low = stage >= 1 && in.grad_comm == DType::kBF16 && in.ranks > 1;
+  const double grad_bytes = low ? 2 : 4;
   // ZeRO's buckets: two in flight.
-  const double buckets = 2 * in.bucket_mb * kMiB;
+  const double buckets = 2 * in.bucket_mb * kMiB * grad_bytes / 4;
   const bool streamed = zero_streams_rows(in.precision) && m.working_set_streamed > 0;
   // A bf16 copy of the weights and f32 masters of the shard, each unit
   // widened as stage 3 gathers it.
-  const bool replica = zero_holds_bf16_copy(stage, in.precision, in.grad_comm, in.ranks);
+  const bool replica = zero_holds_bf16_copy(stage, in.precision, in.ranks);
   const double ws = double(streamed ? m.working_set_streamed : m.working_set);
   // Stage 1 keeps its shard of each all-reduced bucket, unless micro-batches
-  // add up whole gradients or dp's buckets carry bf16 (zero.h).
-  const bool shard_grads = stage >= 2 || (stage == 1 && in.accumulate == 1 &&
-                                          in.grad_comm == DType::kF32);
-  if (stage == 3 || replica) {
-    e.parameters = 4 * psi / n + 4 * ws + (replica ? 2 * psi : 0);
+  // add up whole gradients (zero.h).
+  const bool shard_grads = stage >= 2 || (stage == 1 && in.accumulate == 1);
+  if (stage == 3 || replica) {  // the copy holds every element but the shard's
+    e.parameters = 4 * psi / n + 4 * ws + (replica ? 2 * psi - 2 * psi / n : 0);
   } else {
     e.parameters = 4 * psi;
   }
-  e.gradients = shard_grads ? 4 * psi / n + buckets : 4 * psi;
+  e.gradients = shard_grads ? grad_bytes * psi / n + buckets : 4 * psi;
   e.optimizer_state = stage >= 1 ? k * psi / n : k * psi;
   // bf16: Linear and Conv2d keep a bf16 copy of their weights (most of Psi);
   // under ZeRO a Linear converts at each use into one scratch, which the

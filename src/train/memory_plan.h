@@ -11,8 +11,10 @@
 //                whole (one computed, the next prefetched)
 // plus bf16's copy of the weights (2Psi; under ZeRO: of the working set),
 // activations, data and the process. At bf16, stages 1 and 2 on N > 2 hold
-// DeepSpeed's layout instead: 2Psi of bf16 weights + 4Psi/N of f32 masters +
-// the widened working set (parallel/zero_replica.h), gradients as above.
+// DeepSpeed's layout instead: 2Psi - 2Psi/N of bf16 weights + 4Psi/N of f32
+// masters + the widened working set (parallel/zero_replica.h), gradients as
+// above. With --grad-dtype bf16 (N > 1) ZeRO's gradient shard and buckets
+// hold 2 bytes an element (parallel/zero_grads.h).
 // pp, mp, ps, hybrid and replicas are estimated as dp: every rank builds
 // the whole model before the strategy divides it (set_up), so each holds at
 // most what a dp rank holds.

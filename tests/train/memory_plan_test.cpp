@@ -52,19 +52,21 @@ TEST(MemoryPlan, ClosedFormsPerStrategy) {
   // Other strategies are estimated as dp.
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("pp", 1, 2))), 16e6);
   // zero 1: the state over 4 ranks, and the shard's part of each all-reduced
-  // bucket; whole gradients where micro-batches add up or dp's bf16 buckets
-  // carry them.
+  // bucket (at 2 bytes with bf16 on the wire); whole gradients where
+  // micro-batches add up.
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("zero", 1, 4))), 4e6 + 1e6 + 2e6);
   MemoryPlanInputs accumulate = inputs("zero", 1, 4), wire = accumulate;
   accumulate.accumulate = 2;
   wire.grad_comm = DType::kBF16;
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, accumulate)), 8e6 + 2e6);
-  EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, wire)), 8e6 + 2e6);
+  EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, wire)), 4e6 + 0.5e6 + 2e6);
   // zero 2: the gradients too, plus two buckets in flight.
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("zero", 2, 4))), 4e6 + 1e6 + 2e6);
   MemoryPlanInputs bucket = inputs("zero", 2, 4);
   bucket.bucket_mb = 25;
   EXPECT_DOUBLE_EQ(estimate_memory(m, bucket).gradients, 1e6 + 2 * 25.0 * (1 << 20));
+  bucket.grad_comm = DType::kBF16;  // the shard and the buckets at 2 bytes
+  EXPECT_DOUBLE_EQ(estimate_memory(m, bucket).gradients, 0.5e6 + 25.0 * (1 << 20));
   // zero 3: everything over 4 ranks, plus the two largest layers whole.
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(m, inputs("zero", 3, 4))), 4e6);
   EXPECT_DOUBLE_EQ(model_bytes(estimate_memory(figures(1'000'000, 100'000), inputs("zero", 3, 4))),
@@ -98,11 +100,13 @@ TEST(MemoryPlan, Bf16AddsAWeightCopyAndHalvesActivations) {
   EXPECT_DOUBLE_EQ(estimate_memory(m, z3_bf16).parameters - estimate_memory(m, z3).parameters,
                    2 * 50'000);
   // Stages 1 and 2 at bf16: DeepSpeed's layout, a bf16 copy of every weight
-  // and the f32 masters of the shard, each unit widened as stage 3 gathers.
+  // outside the shard and the f32 masters of the shard, each unit widened as
+  // stage 3 gathers.
   for (int stage : {1, 2}) {
     MemoryPlanInputs z = inputs("zero", stage, 4);
     z.precision = DType::kBF16;
-    EXPECT_DOUBLE_EQ(estimate_memory(m, z).parameters, 2e6 + 4e6 / 4 + 4 * 50'000 + 2 * 50'000)
+    EXPECT_DOUBLE_EQ(estimate_memory(m, z).parameters,
+                     2e6 - 2e6 / 4 + 4e6 / 4 + 4 * 50'000 + 2 * 50'000)
         << "stage " << stage;
   }
 }
