@@ -8,6 +8,8 @@
 #    one rank, --parallel none); stages 1-3 are --parallel zero. PRECISION
 #    (fp32) is their --precision, and the speed runs' (bf16: DeepSpeed's
 #    model assumes mixed precision, and stages 1 and 2 hold its layout).
+#    GRAD_DTYPE (fp32) is --grad-dtype of every run on more than one rank
+#    (bf16: DeepSpeed's communication_data_type, gradients at 2 bytes).
 #  speed: SPEED_MODEL (gpt2-tiny) on 2 ranks, dp, zero1, zero2, zero3 in
 #    turn (A B C D A B C D ...) for ROUNDS rounds; each side's best.
 # Prints the Markdown tables; JSON_OUT has them as JSON, RAW every run's
@@ -16,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${MODEL:-gpt2} seq=${SEQ:-64} batch=${BATCH:-1} steps=${STEPS:-4}
 ranks=${RANKS:-1 2 4} stages=${STAGES:-0 1 2 3} precision=${PRECISION:-fp32}
+grad_dtype=${GRAD_DTYPE:-fp32}
 speed_model=${SPEED_MODEL:-gpt2-tiny} speed_seq=${SPEED_SEQ:-64} speed_batch=${SPEED_BATCH:-8}
 speed_limit=${SPEED_LIMIT:-512} speed_epochs=${SPEED_EPOCHS:-2} rounds=${ROUNDS:-3}
 bin=${COHORT:-build/cohort}
@@ -47,10 +50,12 @@ run() {
 # The strategy flags of stage S on N ranks.
 strategy() {
   local n=$1 s=$2
-  if [ "$s" = 0 ]; then
-    if [ "$n" = 1 ]; then echo "--parallel none"; else echo "--workers $n --parallel dp"; fi
+  if [ "$s" = 0 ] && [ "$n" = 1 ]; then
+    echo "--parallel none"  # no gradients summed: --grad-dtype does not apply
+  elif [ "$s" = 0 ]; then
+    echo "--workers $n --parallel dp --grad-dtype $grad_dtype"
   else
-    echo "--workers $n --parallel zero --zero-stage $s"
+    echo "--workers $n --parallel zero --zero-stage $s --grad-dtype $grad_dtype"
   fi
 }
 

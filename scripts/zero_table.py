@@ -18,7 +18,7 @@ def deepspeed_model_bytes(stage, psi, n):
             3: 16 * psi / n}[stage]
 
 
-def cohort_layout_bytes(stage, psi, n, precision="fp32"):
+def cohort_layout_bytes(stage, psi, n, precision="fp32", grad_dtype="fp32"):
     """What cohort's layout holds per rank for Adam (no working set).
     f32: f32 weights 4 Psi (the master copy), f32 gradients 4 Psi, Adam 8 Psi.
     Stage 1 shards Adam and keeps only its shard of each all-reduced
@@ -27,13 +27,16 @@ def cohort_layout_bytes(stage, psi, n, precision="fp32"):
     stages 1 and 2 (and of the gradients in stage 1); cohort's f32 layout
     keeps f32 weights. bf16: dp adds the Linears' 2-byte copies (2 Psi);
     stages 1 and 2 on 3 ranks or more hold DeepSpeed's layout, a bf16 copy
-    (2 Psi) and f32 masters of the shard, with f32 gradients: 2 Psi + 16 Psi/N."""
+    of the weights outside the shard (2 Psi - 2 Psi/N) and f32 masters of
+    the shard. With --grad-dtype bf16 on N > 1 every stage keeps the shard's
+    gradients at 2 bytes (G = 2, else 4)."""
+    g = 2 if grad_dtype == "bf16" and n > 1 else 4
     if precision == "bf16" and stage == 0:
         return 18 * psi
     if precision == "bf16" and stage in (1, 2) and n > 2:
-        return 2 * psi + 16 * psi / n
-    return {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 4 * psi + 12 * psi / n,
-            3: 16 * psi / n}[stage]
+        return 2 * psi + (10 + g) * psi / n
+    return {0: 16 * psi, 1: 4 * psi + (8 + g) * psi / n, 2: 4 * psi + (8 + g) * psi / n,
+            3: (12 + g) * psi / n}[stage]
 
 
 def estimate_mb(s):
@@ -89,7 +92,10 @@ for r in rows:
                        "peak_rss_mb_per_rank": peak, "held_mb": held_mb(r),
                        "deepspeed_model_mb": model, "estimate_mb": estimate_mb(r),
                        "activations_mb": activations_mb(r),
-                       "cohort_layout_mb": cohort_layout_bytes(stage, psi, n, r.get("precision", "fp32")) / MB,
+                       "grad_dtype": r.get("grad_dtype", "fp32"),
+                       "cohort_layout_mb": cohort_layout_bytes(
+                           stage, psi, n, r.get("precision", "fp32"),
+                           r.get("grad_dtype", "fp32")) / MB,
                        "peak_over_model": max(peak) / model})
     else:
         steady = r["epoch_images_per_second"][-1] if r.get("epoch_images_per_second") \
