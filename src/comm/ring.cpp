@@ -165,27 +165,30 @@ void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op) {
   if (p == 1 || n == 0) return;
   const Blocks blk(n, p);
   const int right = (r + 1) % p, left = (r + p - 1) % p;
-  // Partial sums stay in f32 here; only the wire carries bf16.
-  std::vector<float> acc(static_cast<size_t>(n));
-  bf16_to_f32(data, acc.data(), size_t(n));
+  // Partial sums stay in f32 here; only the wire carries bf16. The buffer is
+  // the thread's, kept across calls (a vector a call faulted a bucket's
+  // pages in again every time).
+  float* acc = detail::scratch(n, 1);
+  bf16_to_f32(data, acc, size_t(n));
   std::vector<BF16> out(size_t(std::min(n, kSegmentFloats))), in(out.size());
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
     const int64_t sc = blk.count(sb), rc = blk.count(rb);
-    float* send = acc.data() + blk.begin(sb);
-    float* recv = acc.data() + blk.begin(rb);
+    float* send = acc + blk.begin(sb);
+    float* recv = acc + blk.begin(rb);
     for (int64_t off = 0; off < std::max(sc, rc); off += kSegmentFloats) {
       const int64_t k = std::clamp<int64_t>(sc - off, 0, kSegmentFloats);
       const int64_t m = std::clamp<int64_t>(rc - off, 0, kSegmentFloats);
       f32_to_bf16(send + off, out.data(), size_t(k));
       detail::exchange(c, out.data(), bf16_bytes(k), right, in.data(), bf16_bytes(m), left,
                        kRingTag);
+#pragma omp simd
       for (int64_t i = 0; i < m; ++i) recv[off + i] += from_bf16(in[size_t(i)]);
     }
   }
   const int own = (r + 1) % p;
-  if (op == ReduceOp::kAverage) detail::scale(acc.data() + blk.begin(own), 1.0f / p, blk.count(own));
-  f32_to_bf16(acc.data() + blk.begin(own), data + blk.begin(own), size_t(blk.count(own)));
+  if (op == ReduceOp::kAverage) detail::scale(acc + blk.begin(own), 1.0f / p, blk.count(own));
+  f32_to_bf16(acc + blk.begin(own), data + blk.begin(own), size_t(blk.count(own)));
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
     detail::exchange(c, data + blk.begin(sb), bf16_bytes(blk.count(sb)), right,

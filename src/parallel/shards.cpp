@@ -74,6 +74,7 @@ void reduce_scatter_range_bf16(comm::Communicator& c, const ShardLayout& l, BF16
       const int64_t rn = std::clamp<int64_t>(re - rb - off, 0, kShardSegment);
       exchange(c, buf + (sb - b) + off, size_t(sn) * 2, right, scratch, size_t(rn) * 2, left);
       BF16* acc = buf + (rb - b) + off;
+#pragma omp simd
       for (int64_t i = 0; i < rn; ++i) acc[i] = to_bf16(from_bf16(acc[i]) + from_bf16(scratch[i]));
     }
   }

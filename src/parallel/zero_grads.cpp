@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <tuple>
-#include <type_traits>
 
 namespace cohort {
 
@@ -13,18 +12,16 @@ Bf16GradShard::Bf16GradShard(const ShardLayout& layout, int rank) {
 
 namespace {
 
+inline float widen(BF16 x) { return from_bf16(x); }
+inline float widen(float x) { return x; }
+
 template <typename T>
 void add_part(std::vector<BF16>& low, int64_t sb, int64_t se, const T* v, int64_t b, int64_t e) {
   const int64_t lo = std::max(b, sb), hi = std::min(e, se);
-  for (int64_t i = lo; i < hi; ++i) {
-    BF16& d = low[size_t(i - sb)];
-    float x;
-    if constexpr (std::is_same_v<T, BF16>)
-      x = from_bf16(v[i - b]);
-    else
-      x = v[i - b];
-    d = to_bf16(from_bf16(d) + x);
-  }
+  BF16* __restrict d = low.data() + (lo - sb);
+  const T* __restrict x = v + (lo - b);
+#pragma omp simd
+  for (int64_t i = 0; i < hi - lo; ++i) d[i] = to_bf16(from_bf16(d[i]) + widen(x[i]));
 }
 
 }  // namespace

@@ -203,14 +203,25 @@ void ZeroLayers::add_grads(int64_t b, int64_t e) {
 // it, each part's f32 pages (the shard's too: its sum goes to low_grads_)
 // returned at once. (Held at f32 until the bucket was full, the filling
 // bucket was 25 MB of gpt2's peak.) It grows downwards from its end.
+// The buffers come back to a pool when their reduction ends (a fresh mapping
+// a bucket page-faulted every bucket in again each step).
 void ZeroLayers::start_stage(int64_t first) {
-  stage_cap_ = bucket_ + std::max(first, max_part_);
-  stage_ = allocate_pages(size_t(stage_cap_) * sizeof(BF16));
+  const int64_t need = bucket_ + std::max(first, max_part_);
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    for (auto it = pool_.begin(); it != pool_.end(); ++it)
+      if (it->cap >= need) {
+        stage_ = *it;
+        pool_.erase(it);
+        return;
+      }
+  }
+  stage_ = {allocate_pages(size_t(need) * sizeof(BF16)), need};
 }
 
 void ZeroLayers::stage(int64_t b, int64_t e) {
   float* g = model_.params().grads().f32();
-  BF16* at = static_cast<BF16*>(stage_.get()) + (stage_cap_ - (hi_ - b));
+  BF16* at = static_cast<BF16*>(stage_.pages.get()) + (stage_.cap - (hi_ - b));
   f32_to_bf16(g + b, at, size_t(e - b));
   release_pages(g + b, size_t(e - b) * 4, true);
   peak_buckets_ = std::max(peak_buckets_, in_flight_ += (e - b) * 2);
@@ -252,16 +263,18 @@ CommQueue::Ticket ZeroLayers::queue_reduce(float* g, int64_t b, int64_t e) {
 }
 
 CommQueue::Ticket ZeroLayers::queue_reduce_low(int64_t b, int64_t e) {
-  std::shared_ptr<void> pages = std::move(stage_);  // returned when the reduction ends
-  BF16* low = static_cast<BF16*>(pages.get()) + (stage_cap_ - (e - b));
-  return queue_.push([this, pages, low, b, e]() mutable {
+  StageBuffer buf = std::move(stage_);
+  stage_ = {};
+  BF16* low = static_cast<BF16*>(buf.pages.get()) + (buf.cap - (e - b));
+  return queue_.push([this, buf, low, b, e] {
     timeline::Span span("zero", allreduce_ ? "all-reduce bf16" : "reduce-scatter bf16", nullptr,
                         -1, (e - b) * 2);
     reduce_scatter_range_bf16(comm_, layout_, low, b, e, reinterpret_cast<BF16*>(scratch_.data()));
     if (allreduce_) gather_range_bf16(comm_, layout_, low, b, e);  // as queue_reduce
     low_grads_->add(low, b, e);
-    pages.reset();
     in_flight_ -= (e - b) * 2;
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    pool_.push_back(buf);
   });
 }
 

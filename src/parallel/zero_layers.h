@@ -30,6 +30,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "nn/model.h"
@@ -153,8 +154,13 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   std::deque<CommQueue::Ticket> reducing_;  // buckets queued, oldest first
   int64_t lo_ = 0, hi_ = 0;                 // the bucket filling
   int64_t max_part_ = 0;                    // the largest range a unit adds to it
-  std::shared_ptr<void> stage_;             // bf16 on the wire: its elements, ending at hi_
-  int64_t stage_cap_ = 0;                   // their room
+  struct StageBuffer {
+    std::shared_ptr<void> pages;  // bf16 elements, the bucket's ending at the last
+    int64_t cap = 0;
+  };
+  StageBuffer stage_;                       // bf16 on the wire: the bucket filling's
+  std::mutex pool_mu_;
+  std::vector<StageBuffer> pool_;           // buffers whose reduction ended
   std::vector<float> scratch_;              // the queue thread's
   int64_t slot_b_ = 0, slot_e_ = 0;         // the streamed matrix's range (empty: none)
   size_t slot_unit_ = 0;                    // the unit that owns it

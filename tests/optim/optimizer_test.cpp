@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -179,6 +180,34 @@ TEST(AdamW, DecoupledDecayOneStep) {
 TEST(AdamW, MatchesReferenceOverManySteps) {
   AdamW adamw;  // default weight decay 0.01
   expect_matches_reference(adamw, {.kind = "adamw", .lr = 0.02, .wd = 0.01}, 67, 10);
+}
+
+// begin_step once and update over pieces (ZeRO's bf16 gradients step so) is
+// the same step, bit for bit, for every optimizer and its state.
+TEST(Optim, StepInPiecesEqualsOneStep) {
+  const int64_t n = 70001;
+  std::vector<float> grads(static_cast<size_t>(n));
+  Rng rng(7);
+  for (float& g : grads) g = rng.normal();
+  for (const char* name : {"sgd", "adam", "adamw"}) {
+    auto whole = make_optimizer(name, 0.01f, 0.9f), pieces = make_optimizer(name, 0.01f, 0.9f);
+    std::vector<float> a(static_cast<size_t>(n), 0.5f), b = a;
+    for (int step = 0; step < 3; ++step) {
+      whole->step(a.data(), grads.data(), n, 0.01f);
+      pieces->begin_step(n);
+      for (int64_t off = 0; off < n; off += 30000) {
+        const int64_t k = std::min<int64_t>(30000, n - off);
+        pieces->update(b.data() + off, grads.data() + off, off, k, 0.01f);
+      }
+    }
+    EXPECT_EQ(a, b) << name;
+    EXPECT_EQ(whole->steps(), pieces->steps()) << name;
+    const auto sw = whole->state(), sp = pieces->state();
+    ASSERT_EQ(sw.size(), sp.size()) << name;
+    for (size_t i = 0; i < sw.size(); ++i)
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_EQ(sw[i]->f32()[j], sp[i]->f32()[j]) << name << " state " << i << " at " << j;
+  }
 }
 
 TEST(Adam, ConvergesOnAQuadratic) {
