@@ -30,7 +30,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "nn/model.h"
@@ -159,8 +158,6 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
     int64_t cap = 0;
   };
   StageBuffer stage_;                       // bf16 on the wire: the bucket filling's
-  std::mutex pool_mu_;
-  std::vector<StageBuffer> pool_;           // buffers whose reduction ended
   std::vector<float> scratch_;              // the queue thread's
   int64_t slot_b_ = 0, slot_e_ = 0;         // the streamed matrix's range (empty: none)
   size_t slot_unit_ = 0;                    // the unit that owns it
