@@ -98,17 +98,10 @@ double allreduce_range(const Topology& t, const Group& g, int64_t b, int64_t e, 
   return allreduce_time(t, g, 4.0 * double(e - b), a);
 }
 
-// ZeRO 2-3: reduce_scatter_range over the blocks the bucket falls in.
+// ZeRO 1-3: reduce_scatter_range over the blocks the bucket falls in.
 double reduce_scatter_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t n,
                             Algo) {
   return shard_reduce_scatter_time(t, g, block_parts(b, e, n, g.count));
-}
-
-// ZeRO 1: the bucket's reduce-scatter and then its gather_range (zero_layers.cpp).
-double zero1_allreduce_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t n,
-                             Algo) {
-  const auto parts = block_parts(b, e, n, g.count);
-  return shard_reduce_scatter_time(t, g, parts) + shard_gather_time(t, g, parts);
 }
 
 // dp and ZeRO 1-2: forward, backward with each bucket's collective queued
@@ -502,7 +495,7 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
     r.p.samples = double(plan.batch) * plan.accumulate * world;
   } else if (s == "zero") {
     if (plan.zero_stage == 1)
-      r.p = data_parallel(p, plan, t, cpu, all, f, zero1_allreduce_range, Algo::kRing, 1.0 / world,
+      r.p = data_parallel(p, plan, t, cpu, all, f, reduce_scatter_range, Algo::kRing, 1.0 / world,
                           true, false);
     else if (plan.zero_stage == 2)
       r.p = data_parallel(p, plan, t, cpu, all, f, reduce_scatter_range, Algo::kRing, 1.0 / world, true,

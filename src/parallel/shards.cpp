@@ -147,11 +147,6 @@ void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t
   gather_elems(c, l, reinterpret_cast<char*>(w + b), sizeof(float), b, e, root);
 }
 
-void gather_range_bf16(comm::Communicator& c, const ShardLayout& l, BF16* buf, int64_t b,
-                       int64_t e) {
-  gather_elems(c, l, reinterpret_cast<char*>(buf), sizeof(BF16), b, e, -1);
-}
-
 void release_unowned(const ShardLayout& l, int rank, float* base, int64_t b, int64_t e,
                      bool zero) {
   const auto [sb, se] = l.shard(rank);

@@ -65,9 +65,6 @@ void allgather_bf16_shards(comm::Communicator& c, const ShardLayout& l, BF16* lo
 // owner); to rank `root` only when root >= 0.
 void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
                   int root = -1);
-// The same for a bf16 buffer of [b, e) (buf[0] is element b), to every rank.
-void gather_range_bf16(comm::Communicator& c, const ShardLayout& l, BF16* buf, int64_t b,
-                       int64_t e);
 // Returns the pages of [b, e) of `base` outside rank's shard (and outside the
 // frozen prefix) to the kernel;
 // with `zero`, the elements there read as zeros afterwards (gradients,

@@ -4,8 +4,9 @@
 // and steps only its shard. Data flows as in data parallelism (each rank its
 // own part of the data, the loss scaled by 1/(global batch)).
 //   stage 1: during the last micro-batch's backward the gradients are
-//            all-reduced in buckets as backward finishes each layer (a
-//            reduce-scatter and an all-gather: dp's summation order), and each
+//            reduce-scattered in buckets as backward finishes each layer
+//            (dp's summation order; the sums outside the shard, which an
+//            all-reduce would bring back, no rank reads), and each
 //            rank keeps its shard's part of each (parallel/zero_layers.h):
 //            every rank holds all parameters, and all gradients only while
 //            micro-batches add up.

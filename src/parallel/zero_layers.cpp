@@ -47,7 +47,7 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLa
       replica_(replica),
       low_grads_(low_grads),
       gather_(stage == 3 || replica),
-      allreduce_(stage == 1),
+      last_only_(stage == 1),
       bucket_(std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)))),
       scratch_(size_t(kShardSegment)) {
   const Arena& a = model.params();
@@ -242,14 +242,15 @@ void ZeroLayers::flush() {
 CommQueue::Ticket ZeroLayers::queue_reduce(float* g, int64_t b, int64_t e) {
   peak_buckets_ = std::max(peak_buckets_, in_flight_ += (e - b) * 4);
   return queue_.push([this, g, b, e] {
-    timeline::Span span("zero", allreduce_ ? "all-reduce" : "reduce-scatter", nullptr, -1,
-                        (e - b) * int64_t(sizeof(float)));
-    // Stage 1's all-reduce is the reduce-scatter and then the all-gather of
-    // the bucket, so each sum runs in dp's one-ring order on any rank count
-    // (a ring of the bucket alone cuts it elsewhere: on 3 ranks
-    // cifar-resnet50's batch-norm biases then ended 3% from dp's).
+    timeline::Span span("zero", "reduce-scatter", nullptr, -1, (e - b) * int64_t(sizeof(float)));
+    // Every stage reduce-scatters over the shard blocks, so each sum runs in
+    // dp's one-ring order on any rank count (stage 1's former ring of the
+    // bucket alone cut it elsewhere: on 3 ranks cifar-resnet50's batch-norm
+    // biases then ended 3% from dp's). Stage 1 keeps only its shard too:
+    // gathering the rest back, as an all-reduce would, moved 1.5x dp's
+    // bytes a step with the parameters' all-gather (gpt2 across 2 hosts at
+    // 1 Gbit/s: 10.7 s a step against dp's 6.8).
     reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
-    if (allreduce_) gather_range(comm_, layout_, g, b, e);
     release_unowned(layout_, comm_.rank(), g, b, e, true);
     in_flight_ -= (e - b) * 4;
   });
@@ -260,10 +261,8 @@ CommQueue::Ticket ZeroLayers::queue_reduce_low(int64_t b, int64_t e) {
   stage_ = {};
   BF16* low = static_cast<BF16*>(buf.pages.get()) + (buf.cap - (e - b));
   return queue_.push([this, buf, low, b, e]() mutable {
-    timeline::Span span("zero", allreduce_ ? "all-reduce bf16" : "reduce-scatter bf16", nullptr,
-                        -1, (e - b) * 2);
+    timeline::Span span("zero", "reduce-scatter bf16", nullptr, -1, (e - b) * 2);
     reduce_scatter_range_bf16(comm_, layout_, low, b, e, reinterpret_cast<BF16*>(scratch_.data()));
-    if (allreduce_) gather_range_bf16(comm_, layout_, low, b, e);  // as queue_reduce
     low_grads_->add(low, b, e);
     buf.pages.reset();  // the pages go back to the kernel now
     in_flight_ -= (e - b) * 2;

@@ -1,8 +1,8 @@
 // The layer hooks (nn::LayerHooks) through which ZeRO works while a step
 // computes, all of their communication queued on one CommQueue:
 //   gradients: as backward finishes a top-level layer, its range joins a
-//     bucket; a full bucket is reduce-scattered (shards.h; stage 1:
-//     all-reduced, and only on the micro-batch that ends a step) and the
+//     bucket; a full bucket is reduce-scattered (shards.h; stage 1 only on
+//     the micro-batch that ends a step) and the
 //     other ranks' part of it returned to the kernel, so a rank holds the
 //     gradients of its shard plus the buckets in flight;
 //   parameters (stage 3; stages 1 and 2 at bf16, widened from a 2-byte copy
@@ -66,7 +66,7 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   // Stage 1: whether this micro-batch's backward reduces (the step's last
   // one does; before it gradients add up whole on each rank). Stages 2 and 3
   // reduce every micro-batch.
-  void arm(bool armed) { armed_ = armed || !allreduce_; }
+  void arm(bool armed) { armed_ = armed || !last_only_; }
   // Stage 3 and the bf16 copy: the whole model to rank root (-1: every
   // rank); and every page outside the shard returned (before the first
   // step, after a checkpoint's gather, after stage 3's step).
@@ -142,7 +142,7 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   // (returns 0), or gathered on the queue (returns its ticket).
   CommQueue::Ticket materialize(int64_t b, int64_t e);
   static constexpr CommQueue::Ticket kReady = ~CommQueue::Ticket(0);  // held, nothing to wait for
-  bool allreduce_;  // stage 1
+  bool last_only_;  // stage 1: only the step's last micro-batch reduces
   bool armed_ = true;
   int64_t bucket_;
   std::vector<Unit> units_;                 // in forward order
