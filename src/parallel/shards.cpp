@@ -43,11 +43,15 @@ ShardLayout::ShardLayout(int64_t elements, int ranks, int64_t first)
   step_ = std::max<int64_t>(kAlign, (per + kAlign - 1) / kAlign * kAlign);
 }
 
-// Ring reduce-scatter over the blocks' parts of [b, e): at step s rank r
-// passes on part r-s (holding s+1 contributions) and adds its own into the
-// part r-s-1 it receives, acc = acc + received, as comm/ring.cpp does.
-void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g, int64_t b,
-                          int64_t e, float* scratch) {
+namespace {
+
+// Ring reduce-scatter over the blocks' parts of [b, e) of `at_b` (element i
+// at at_b[i - b]): at step s rank r passes on part r-s (holding s+1
+// contributions) and folds the part r-s-1 it receives into its own with
+// add(acc, received, n), acc = acc + received, as comm/ring.cpp does.
+template <typename T, typename Add>
+void reduce_scatter_parts(comm::Communicator& c, const ShardLayout& l, T* at_b, int64_t b,
+                          int64_t e, T* scratch, Add add) {
   const int p = c.size(), r = c.rank();
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   for (int s = 0; s < p - 1; ++s) {
@@ -56,28 +60,26 @@ void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g,
     for (int64_t off = 0; off < std::max(se - sb, re - rb); off += kShardSegment) {
       const int64_t sn = std::clamp<int64_t>(se - sb - off, 0, kShardSegment);
       const int64_t rn = std::clamp<int64_t>(re - rb - off, 0, kShardSegment);
-      exchange(c, g + sb + off, size_t(sn) * 4, right, scratch, size_t(rn) * 4, left);
-      comm::detail::add_into(g + rb + off, scratch, rn);
+      exchange(c, at_b + (sb - b) + off, size_t(sn) * sizeof(T), right, scratch,
+               size_t(rn) * sizeof(T), left);
+      add(at_b + (rb - b) + off, scratch, rn);
     }
   }
 }
 
+}  // namespace
+
+void reduce_scatter_range(comm::Communicator& c, const ShardLayout& l, float* g, int64_t b,
+                          int64_t e, float* scratch) {
+  reduce_scatter_parts(c, l, g + b, b, e, scratch, comm::detail::add_into);
+}
+
 void reduce_scatter_range_bf16(comm::Communicator& c, const ShardLayout& l, BF16* buf, int64_t b,
                                int64_t e, BF16* scratch) {
-  const int p = c.size(), r = c.rank();
-  const int right = (r + 1) % p, left = (r + p - 1) % p;
-  for (int s = 0; s < p - 1; ++s) {
-    const auto [sb, se] = clip(l, mod(r - s, p), b, e);
-    const auto [rb, re] = clip(l, mod(r - s - 1, p), b, e);
-    for (int64_t off = 0; off < std::max(se - sb, re - rb); off += kShardSegment) {
-      const int64_t sn = std::clamp<int64_t>(se - sb - off, 0, kShardSegment);
-      const int64_t rn = std::clamp<int64_t>(re - rb - off, 0, kShardSegment);
-      exchange(c, buf + (sb - b) + off, size_t(sn) * 2, right, scratch, size_t(rn) * 2, left);
-      BF16* acc = buf + (rb - b) + off;
+  reduce_scatter_parts(c, l, buf, b, e, scratch, [](BF16* acc, const BF16* in, int64_t n) {
 #pragma omp simd
-      for (int64_t i = 0; i < rn; ++i) acc[i] = to_bf16(from_bf16(acc[i]) + from_bf16(scratch[i]));
-    }
-  }
+    for (int64_t i = 0; i < n; ++i) acc[i] = to_bf16(from_bf16(acc[i]) + from_bf16(in[i]));
+  });
 }
 
 // At step s rank r passes on block r+1-s (its own first) and receives r-s.
@@ -114,37 +116,26 @@ void allgather_bf16_shards(comm::Communicator& c, const ShardLayout& l, BF16* lo
   }
 }
 
-namespace {
-
-// gather_range over elements of `elem` bytes, element i at at_b + (i - b) * elem.
 // Every piece is posted first (the owner sends it to each rank that wants
 // it; on one machine each receiver copies straight from the owner's memory),
 // then all are waited for.
-void gather_elems(comm::Communicator& c, const ShardLayout& l, char* at_b, size_t elem,
-                  int64_t b, int64_t e, int root) {
+void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
+                  int root) {
   std::vector<std::unique_ptr<comm::Request>> pending;
   for (int k = 0; k < l.ranks(); ++k) {
     const auto [lo, hi] = clip(l, k, b, e);
     if (hi <= lo) continue;
     const int owner = l.owner_of(k);
-    char* at = at_b + size_t(lo - b) * elem;
-    const size_t bytes = size_t(hi - lo) * elem;
+    const size_t bytes = size_t(hi - lo) * 4;
     if (c.rank() == owner) {
       for (int r = 0; r < c.size(); ++r)
         if (r != owner && (root < 0 || r == root))
-          pending.push_back(c.isend(at, bytes, r, kShardTag));
+          pending.push_back(c.isend(w + lo, bytes, r, kShardTag));
     } else if (root < 0 || c.rank() == root) {
-      pending.push_back(c.irecv(at, bytes, owner, kShardTag));
+      pending.push_back(c.irecv(w + lo, bytes, owner, kShardTag));
     }
   }
   for (auto& p : pending) comm::wait_yielding(c, *p);
-}
-
-}  // namespace
-
-void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
-                  int root) {
-  gather_elems(c, l, reinterpret_cast<char*>(w + b), sizeof(float), b, e, root);
 }
 
 void release_unowned(const ShardLayout& l, int rank, float* base, int64_t b, int64_t e,
