@@ -178,6 +178,10 @@ void tree_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op);
 // bf16 on the wire (half the bytes of f32), each partial sum accumulated in
 // f32 and rounded once per hop; the result is rounded once, by its owner.
 void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op);
+// The same over f32 data in place (gradients with --grad-dtype bf16), each
+// rank's values rounded as they are first sent: bitwise what rounding data
+// to bf16, ring_allreduce_bf16 and widening back gives, without the copy.
+void ring_allreduce_f32_bf16_wire(Communicator& c, float* data, int64_t n, ReduceOp op);
 // The ring's halves, used by the default reduce_scatter and allgather.
 void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t count,
                          ReduceOp op);

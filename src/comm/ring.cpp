@@ -3,6 +3,7 @@
 // allgather that passes the finished blocks on. Each rank sends 2(P-1)/P of
 // the vector, the bandwidth optimum. Received partial sums are staged in
 // L2-sized segments so the add reads them from cache, not memory.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -160,39 +161,65 @@ void ring_allgather(Communicator& c, const void* src, void* dst, size_t block_by
   }
 }
 
+// Widened into the thread's scratch, reduced there, rounded back (widening
+// and rounding again change no bit).
 void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op) {
+  if (c.size() == 1 || n == 0) return;
+  float* acc = detail::scratch(n, 1);
+  bf16_to_f32(data, acc, size_t(n));
+  ring_allreduce_f32_bf16_wire(c, acc, n, op);
+  f32_to_bf16(acc, data, size_t(n));
+}
+
+// bf16 on the wire, partial sums in f32, over f32 data in place: each value sent is rounded as it leaves (a block's first hop rounds
+// the rank's own gradient, later ones the f32 partial sum), each received
+// segment is added into the rank's own value rounded first, and the owner's
+// rounded result is widened in place as it is sent. Two passes over the
+// data where rounding it into a bf16 copy, widening that to f32, reducing
+// and widening the result back made five.
+void ring_allreduce_f32_bf16_wire(Communicator& c, float* data, int64_t n, ReduceOp op) {
   const int p = c.size(), r = c.rank();
   if (p == 1 || n == 0) return;
   const Blocks blk(n, p);
   const int right = (r + 1) % p, left = (r + p - 1) % p;
-  // Partial sums stay in f32 here; only the wire carries bf16. The buffer is
-  // the thread's, kept across calls (a vector a call faulted a bucket's
-  // pages in again every time).
-  float* acc = detail::scratch(n, 1);
-  bf16_to_f32(data, acc, size_t(n));
-  std::vector<BF16> out(size_t(std::min(n, kSegmentFloats))), in(out.size());
+  thread_local std::vector<BF16> out, in;
+  constexpr int64_t kPiece = 16 * kSegmentFloats;  // the all-gather's messages: 2 MB
+  if (out.size() < size_t(kPiece)) out.resize(size_t(kPiece)), in.resize(size_t(kPiece));
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
     const int64_t sc = blk.count(sb), rc = blk.count(rb);
-    float* send = acc + blk.begin(sb);
-    float* recv = acc + blk.begin(rb);
+    const float* send = data + blk.begin(sb);
+    float* recv = data + blk.begin(rb);
     for (int64_t off = 0; off < std::max(sc, rc); off += kSegmentFloats) {
       const int64_t k = std::clamp<int64_t>(sc - off, 0, kSegmentFloats);
       const int64_t m = std::clamp<int64_t>(rc - off, 0, kSegmentFloats);
       f32_to_bf16(send + off, out.data(), size_t(k));
       detail::exchange(c, out.data(), bf16_bytes(k), right, in.data(), bf16_bytes(m), left,
                        kRingTag);
+      float* acc = recv + off;
 #pragma omp simd
-      for (int64_t i = 0; i < m; ++i) recv[off + i] += from_bf16(in[size_t(i)]);
+      for (int64_t i = 0; i < m; ++i)
+        acc[i] = from_bf16(to_bf16(acc[i])) + from_bf16(in[size_t(i)]);
     }
   }
   const int own = (r + 1) % p;
-  if (op == ReduceOp::kAverage) detail::scale(acc + blk.begin(own), 1.0f / p, blk.count(own));
-  f32_to_bf16(acc + blk.begin(own), data + blk.begin(own), size_t(blk.count(own)));
+  if (op == ReduceOp::kAverage) detail::scale(data + blk.begin(own), 1.0f / p, blk.count(own));
+  // Step s sends block r+1-s (the own one first) and receives r-s; a block
+  // received at step s-1 is sent at step s, rounded again: the same bits.
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
-    detail::exchange(c, data + blk.begin(sb), bf16_bytes(blk.count(sb)), right,
-                     data + blk.begin(rb), bf16_bytes(blk.count(rb)), left, kRingTag);
+    const int64_t sc = blk.count(sb), rc = blk.count(rb);
+    float* send = data + blk.begin(sb);
+    float* recv = data + blk.begin(rb);
+    for (int64_t off = 0; off < std::max(sc, rc); off += kPiece) {
+      const int64_t k = std::clamp<int64_t>(sc - off, 0, kPiece);
+      const int64_t m = std::clamp<int64_t>(rc - off, 0, kPiece);
+      f32_to_bf16(send + off, out.data(), size_t(k));
+      if (s == 0) bf16_to_f32(out.data(), send + off, size_t(k));  // the owner's result
+      detail::exchange(c, out.data(), bf16_bytes(k), right, in.data(), bf16_bytes(m), left,
+                       kRingTag);
+      bf16_to_f32(in.data(), recv + off, size_t(m));
+    }
   }
 }
 

@@ -1,5 +1,7 @@
 #include "core/cpus.h"
 
+#include <omp.h>
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -26,5 +28,7 @@ int ranks_on_this_node() {
 int threads_per_rank(int ranks, int cpus) { return std::max(1, cpus / std::max(1, ranks)); }
 
 int default_threads_per_rank() { return threads_per_rank(ranks_on_this_node()); }
+
+void serial_openmp() { omp_set_num_threads(1); }
 
 }  // namespace cohort

@@ -19,4 +19,10 @@ int threads_per_rank(int ranks, int cpus = usable_cpus());
 // threads_per_rank(ranks_on_this_node()): what `--threads 0` means.
 int default_threads_per_rank();
 
+// The calling thread's OpenMP regions run on it alone. For helper threads
+// (a rank's communication thread): a thread OpenMP has not seen starts with
+// the process's default team size, every core, so a large conversion there
+// would start a team of spinning threads beside the compute thread's.
+void serial_openmp();
+
 }  // namespace cohort

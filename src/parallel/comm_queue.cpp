@@ -1,5 +1,6 @@
 #include "parallel/comm_queue.h"
 
+#include "core/cpus.h"
 #include "core/timeline.h"
 
 namespace cohort {
@@ -35,6 +36,7 @@ void CommQueue::wait(Ticket t) {
 
 void CommQueue::loop() {
   timeline::name_thread("comm queue");
+  serial_openmp();
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/clock.h"
+#include "core/cpus.h"
 #include "core/timeline.h"
 #include "parallel/registry.h"
 
@@ -68,6 +69,7 @@ void BucketReducer::reduce_bucket_traced(size_t i) {
 
 void BucketReducer::comm_loop() {
   timeline::name_thread("allreduce");
+  serial_openmp();
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

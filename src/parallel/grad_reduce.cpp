@@ -15,6 +15,10 @@ void GradReducer::allreduce(comm::Communicator& c, float* grads, int64_t n, comm
     c.allreduce(grads, n, op, algo_);  // one rank: nothing to send, nothing to round
     return;
   }
+  if (algo_ == comm::Algorithm::kRing) {
+    comm::ring_allreduce_f32_bf16_wire(c, grads, n, op);
+    return;
+  }
   if (scratch_.size() < size_t(n)) scratch_.resize(size_t(n));
   f32_to_bf16(grads, scratch_.data(), size_t(n));
   c.allreduce(scratch_.data(), n, op, algo_);

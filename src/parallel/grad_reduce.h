@@ -1,7 +1,8 @@
 // Gradients summed over ranks with f32 or bf16 on the wire (--grad-dtype,
 // DeepSpeed's communication_data_type). The gradient arena stays f32; with
-// bf16 each rank's range is rounded to bf16 in a scratch buffer, all-reduced
-// in bf16 (partial sums in f32, comm/ring.cpp) and widened back in place.
+// bf16 on the ring each value is rounded as it is sent and the result
+// widened in place (partial sums in f32, comm/ring.cpp); the tree and MPI
+// round the range into a scratch buffer and widen it back.
 // Data parallelism reduces its buckets through it, hybrid its stage's range.
 #pragma once
 #include <cstdint>

@@ -99,6 +99,37 @@ void check_bf16(Communicator& c, int64_t n, Algorithm a, ReduceOp op) {
   check_identical(c, v.data(), v.size() * 2, what);
 }
 
+// ring_allreduce_f32_bf16_wire over values bf16 cannot hold (every rounding
+// shows), past one 2 MB piece too, against the ring's closed form: block k
+// starts as rank k's value rounded, and each next rank adds its own rounded
+// value to the rounded partial sum, in f32; the owner (rank k-1) scales and
+// rounds. On one rank nothing is sent and nothing rounded.
+float wire_value(int rank, int64_t i) {
+  return 0.3f * float(rank + 1) + 0.001f * float(i % 997) - 1.0f / float(1 + i % 13);
+}
+
+void check_f32_bf16_wire(Communicator& c, int64_t n, ReduceOp op) {
+  const int p = c.size();
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = wire_value(c.rank(), i);
+  ring_allreduce_f32_bf16_wire(c, v.data(), n, op);
+  const auto rounded = [](float x) { return from_bf16(to_bf16(x)); };
+  const cohort::comm::detail::Blocks blk(n, p);
+  int64_t i = 0;
+  for (int k = 0; k < p; ++k)
+    for (; i < blk.end(k); ++i) {
+      float want = wire_value(k, i);
+      if (p > 1) {
+        for (int j = 1; j < p; ++j) want = rounded(wire_value((k + j) % p, i)) + rounded(want);
+        if (op == ReduceOp::kAverage) want *= 1.0f / float(p);
+        want = rounded(want);
+      }
+      check(v[size_t(i)] == want, "f32 on a bf16 wire of ", n, " on ", p, ": element ", i, " is ",
+            v[size_t(i)], ", want ", want);
+    }
+  check_identical(c, v.data(), v.size() * 4, "f32 on a bf16 wire");
+}
+
 void check_reduce_scatter_allgather(Communicator& c, int64_t count) {
   const int p = c.size(), r = c.rank();
   std::vector<float> src(static_cast<size_t>(count * p)), dst(static_cast<size_t>(count));
@@ -278,6 +309,9 @@ void run_collectives(Communicator& c, bool big) {
     for (int64_t n : {int64_t(1), int64_t(7919)})
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) check_bf16(c, n, a, op);
   say("bf16 allreduce");
+  for (int64_t n : {int64_t(1), int64_t(7919), int64_t(16 * 65536) * c.size() + 77})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) check_f32_bf16_wire(c, n, op);
+  say("f32 gradients on a bf16 wire");
   if (big) {
     const int64_t n = int64_t(16) << 20;
     for (Algorithm a : kAlgorithms) check_allreduce(c, r, all_sum, n, a, ReduceOp::kSum, false);
