@@ -155,7 +155,20 @@ double shard_reduce_scatter_time(const Topology& t, const Group& g,
                                  const std::vector<double>& parts) {
   if (g.count <= 1) return 0;
   const double largest = *std::max_element(parts.begin(), parts.end());
-  return (g.count - 1) * ring_link(t, g).time(largest);
+  // A range inside one block moves one way at each step (its owner's
+  // neighbour sends, nobody sends back): the one-way rate, where a pair of
+  // ranks exchanging parts both ways gets the exchange's.
+  const bool one_block = std::count(parts.begin(), parts.end(), 0.0) + 1 == ptrdiff_t(parts.size());
+  return (g.count - 1) * (one_block ? one_way_link(t, g) : ring_link(t, g)).time(largest);
+}
+
+double shard_allgather_time(const Topology& t, const Group& g, double bytes, double piece) {
+  if (g.count <= 1) return 0;
+  const double block = bytes / g.count;
+  if (piece <= 0 || piece >= block) return (g.count - 1) * one_way_link(t, g).time(block);
+  const Link& l = ring_link(t, g);
+  return std::ceil(block / piece) * l.alpha + block / l.bytes_per_s +
+         (g.count - 2) * one_way_link(t, g).time(block);
 }
 
 double shard_gather_time(const Topology& t, const Group& g, const std::vector<double>& parts) {

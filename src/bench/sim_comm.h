@@ -84,9 +84,17 @@ const Link& one_way_link(const Topology& t, const Group& g);
 // them: `parts[k]` is the bytes of the range [b, e) that fall in rank k's
 // block (ShardLayout: g.count contiguous blocks of the arena).
 // reduce_scatter_range: a ring over the parts, p-1 steps each as long as
-// the largest part (a range inside one block takes p-1 whole hops).
+// the largest part (a range inside one block takes p-1 whole hops, one way:
+// at the one-way rate; parts in several blocks at the ring's).
 double shard_reduce_scatter_time(const Topology& t, const Group& g,
                                  const std::vector<double>& parts);
+// ZeRO-1/2's all-gather of the stepped shards, `bytes` in all: p-1 steps,
+// each rank sending a whole block to the next while receiving one, one
+// message each way (allgather_shards: at the one-way rate, both directions
+// streaming at once); with `piece` > 0 the first step goes in pieces that
+// much apart, one exchange at a time (allgather_bf16_shards, rounding each:
+// at the ring's rate).
+double shard_allgather_time(const Topology& t, const Group& g, double bytes, double piece);
 // gather_range: each owner sends its part to every other rank at once (its
 // uplink carries p-1 copies) and each rank receives every part it lacks
 // (its downlink carries them): the busier of the two, plus one latency, at

@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "parallel/shards.h"
 #include "parallel/stages.h"
+#include "parallel/zero_replica.h"
 
 namespace cohort::sim {
 
@@ -104,6 +106,16 @@ double reduce_scatter_range(const Topology& t, const Group& g, int64_t b, int64_
   return shard_reduce_scatter_time(t, g, block_parts(b, e, n, g.count));
 }
 
+// ZeRO 1-2's all-gather of the stepped shards: f32 weights in whole blocks,
+// or, where the rank holds a bf16 copy (zero_replica.h), 2 bytes a
+// parameter in 2 MB pieces.
+double zero_gather_time(const Plan& plan, const Topology& t, const Group& g, int64_t params) {
+  const DType compute = plan.activation_bytes == 2 ? DType::kBF16 : DType::kF32;
+  if (!zero_holds_bf16_copy(plan.zero_stage, compute, g.count))
+    return shard_allgather_time(t, g, 4.0 * double(params), 0);
+  return shard_allgather_time(t, g, 2.0 * double(params), 2.0 * 16 * kShardSegment);
+}
+
 // dp and ZeRO 1-2: forward, backward with each bucket's collective queued
 // as backward produces it, then the optimizer (x opt_share) and an
 // all-gather of the updated parameters when the optimizer is sharded.
@@ -131,7 +143,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
     clock = std::max(end, free);
   }
   const double opt = p.optimizer * f * opt_share;
-  const double gather = gather_after ? ring_half_time(t, g, 4.0 * double(p.params())) : 0;
+  const double gather = gather_after ? zero_gather_time(plan, t, g, p.params()) : 0;
   Prediction r;
   r.compute = (fwd + bwd) * plan.accumulate + opt;
   r.comm = exposed + gather;

@@ -368,6 +368,7 @@ int run_elastic_train(Commands& c, int argc, char** argv, const std::set<std::st
   COHORT_INPUT_CHECK(!comm::launched_by_mpirun(), "--elastic: start the supervisor outside mpirun");
   e.timeout = cfg.timeout;
   e.threads = cfg.threads;
+  e.epochs = cfg.epochs;
   e.jsonl = cfg.log == "jsonl";
   COHORT_INPUT_CHECK(!given.count("--commit-every") || cfg.commit_every != 0,
                      "--elastic restarts from commits: --commit-every 0 is refused (give K, or "

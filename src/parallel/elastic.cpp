@@ -145,6 +145,7 @@ struct Job {
   std::map<int, RankProc> ranks;
   double training_at = -1;   // its start event: training again
   int64_t grow_after = -2;   // more slots seen: grow once a commit newer than this is written
+  bool finishing = false;    // its last epoch's line seen: its commit would end the run
   std::string summary;  // the job's summary line (jsonl)
   int signal_rank = -1, signal_no = 0;  // mpirun: "process rank R ... exited on signal S"
   std::vector<int> named_stalled;       // the heartbeat or the arrival check named them
@@ -277,6 +278,7 @@ void Supervisor::handle_line(Job& job, const std::string& line, bool err) {
     const std::string event = j.is_object() ? j.value("event", "") : "";
     if (event == "start" && job.training_at < 0) job.training_at = t;
     if (event == "epoch" && j.contains("images")) epoch_images_[j["epoch"]] = j["images"];
+    if (event == "epoch" && c_.epochs > 0 && j.value("epoch", 0) >= c_.epochs) job.finishing = true;
     if (event == "summary") job.summary = line, hold = true;
   } else if (line.rfind("cohort train: model", 0) == 0 && job.training_at < 0) {
     job.training_at = t;
@@ -366,7 +368,8 @@ void Supervisor::watch(Job& job) {
 
 // A host gone from discovery: its ranks are dropped at once. More slots (new
 // hosts, or ones back from a cool-down): the job grows at its next commit,
-// so the restart redoes nothing.
+// so the restart redoes nothing; not once its last epoch ended (that
+// commit ends the run: a job grown from it would have nothing to train).
 void Supervisor::watch_hosts(Job& job) {
   const double t = now_s();
   const int world = int(rank_hosts_.size());
@@ -376,7 +379,7 @@ void Supervisor::watch_hosts(Job& job) {
     if (!seen.empty()) pool_.update(seen);
     if (!seen.empty() && !pool_.fits(rank_hosts_, t)) return end_job(job, "hosts changed");
   }
-  if (world >= c_.max_workers || pool_.available(t) <= world) return;
+  if (job.finishing || world >= c_.max_workers || pool_.available(t) <= world) return;
   const int64_t newest = newest_commit(commit_dir_).updates;
   if (job.grow_after == -2) job.grow_after = newest;
   else if (newest > job.grow_after) end_job(job, "more slots");

@@ -26,6 +26,7 @@ struct ElasticConfig {
   int max_restarts = 3;
   double timeout = 0;  // the train flags' --timeout (0: the heartbeat's default)
   int threads = 0;     // the train flags' --threads
+  int epochs = 0;      // the train flags' --epochs: a job past its last epoch is not grown
   bool jsonl = false;  // --log jsonl: the summary line gets an "elastic" object
   double cooldown_s = 30;  // --cooldown: a failed slot (a host that failed twice) sits out this long
   double discovery_interval_s = 1;  // the discovery script runs this often (as Horovod)

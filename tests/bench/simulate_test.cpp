@@ -145,6 +145,29 @@ TEST(SimComm, ZeroCollectivesFollowTheArenasBlocks) {
               ring_half_time(t, Group{0, 4, 1}, 4 * 4096.0), 1e-15);
 }
 
+TEST(SimComm, ZeroPricesOneWayTransfersAtTheOneWayRate) {
+  // Two hosts whose exchanges run at 80 MB/s a direction and one-way
+  // messages at 120 (the namespace cluster at 1 Gbit/s).
+  Topology t = one_host(1, 1e-4, 80e6);
+  t.hosts = 2;
+  t.inter = t.intra;
+  t.inter_exchange = Link{1e-4, 80e6};
+  t.inter_one_way = Link{5e-5, 120e6};
+  const Group two{0, 2, 1};
+  // A bucket inside one block goes one way: the one-way rate.
+  EXPECT_NEAR(shard_reduce_scatter_time(t, two, {4e6, 0}), 5e-5 + 4e6 / 120e6, 1e-15);
+  // Parts in both blocks cross both ways at once: the exchange's.
+  EXPECT_NEAR(shard_reduce_scatter_time(t, two, {4e6, 1e6}), 1e-4 + 4e6 / 80e6, 1e-15);
+  // The shards' all-gather in whole blocks streams both ways at the one-way
+  // rate; in 2 MB pieces it is an exchange per piece.
+  EXPECT_NEAR(shard_allgather_time(t, two, 8e6, 0), 5e-5 + 4e6 / 120e6, 1e-15);
+  EXPECT_NEAR(shard_allgather_time(t, two, 8e6, 2e6), 2 * 1e-4 + 4e6 / 80e6, 1e-15);
+  // On 4 ranks the pieces are the first step only; 2 more whole blocks follow.
+  const Topology h = one_host(4, 1e-6, 1e9);
+  EXPECT_NEAR(shard_allgather_time(h, Group{0, 4, 1}, 16e6, 1e6), 4 * 1e-6 + 4e6 / 1e9 +
+              2 * (1e-6 + 4e6 / 1e9), 1e-15);
+}
+
 TEST(SimComm, HierarchicalCrossesHostsOncePerShard) {
   Topology t = one_host(4, 1e-6, 1e10);
   t.hosts = 8;
