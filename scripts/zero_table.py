@@ -1,9 +1,10 @@
 """Summarizes results/bench_zero.jsonl (scripts/bench_zero.sh): the memory
 table (every rank's peak RSS against DeepSpeed's model for Adam and cohort's
-own estimate) and the speed table (each configuration's best over the
-rounds, as a ratio to dp's). Markdown on stdout; the same rows as JSON in
+own estimate) and the speed table (each configuration's best and median
+over the rounds, each as a ratio to dp's). Markdown on stdout; the same rows as JSON in
 the file named second."""
 import json
+import statistics
 import sys
 
 MB = 1 << 20
@@ -136,20 +137,25 @@ if memory:
 rows_speed = []
 if speed:
     dp = max(speed[0]["runs"]) if 0 in speed else None
+    dp_median = statistics.median(speed[0]["runs"]) if 0 in speed else None
     print()
-    print("| strategy | ranks | model | best tokens/s | sequences/s per run | vs dp |")
-    print("|---|---|---|---|---|---|")
+    print("| strategy | ranks | model | best tokens/s | median tokens/s | sequences/s per run "
+          "| vs dp, best | vs dp, median |")
+    print("|---|---|---|---|---|---|---|---|")
     for stage in sorted(speed):
         b = speed[stage]
-        best = max(b["runs"])
+        best, median = max(b["runs"]), statistics.median(b["runs"])
         b["best_sequences_per_second"] = best
         b["best_tokens_per_second"] = best * b["seq"]
+        b["median_tokens_per_second"] = median * b["seq"]
         b["vs_dp"] = best / dp if dp else None
+        b["vs_dp_median"] = median / dp_median if dp_median else None
         rows_speed.append(b)
-        print("| %s | %d | %s (seq %d) | %.0f | %s | %s |" % (
-            b["strategy"], b["ranks"], b["model"], b["seq"], best * b["seq"],
+        print("| %s | %d | %s (seq %d) | %.0f | %.0f | %s | %s | %s |" % (
+            b["strategy"], b["ranks"], b["model"], b["seq"], best * b["seq"], median * b["seq"],
             ", ".join("%.1f" % v for v in b["runs"]),
-            "%.2fx" % b["vs_dp"] if b["vs_dp"] else ""))
+            "%.2fx" % b["vs_dp"] if b["vs_dp"] else "",
+            "%.2fx" % b["vs_dp_median"] if b["vs_dp_median"] else ""))
 
 for s in skipped:
     print("\nskipped: %s, %d rank(s), stage %d: %s" % (s["table"], s["ranks"], s["stage"],

@@ -8,6 +8,7 @@
 // at a time (Zero::step_low), so the f32 shard is never held whole.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -23,15 +24,23 @@ class Bf16GradShard {
   void add(const BF16* v, int64_t b, int64_t e);
   void add(const float* v, int64_t b, int64_t e);
   // The optimizer steps f32 a piece at a time: [offset, offset + n) of the
-  // shard widened into `out`; clear() after the step.
+  // shard widened into `out` (zeros where nothing was added since clear());
+  // clear() after the step. A step's first add to an element writes it (no
+  // pass zeroing the shard, none reading it back): the ranges written since
+  // clear() are kept.
   void widen(int64_t offset, int64_t n, float* out) const;
   void clear();
   int64_t size() const { return int64_t(low_.size()); }
   int64_t bytes() const { return int64_t(low_.size() * sizeof(BF16)); }
 
  private:
+  template <typename T>
+  void add_part(const T* v, int64_t b, int64_t e);
+  void mark_written(int64_t lo, int64_t hi);
+
   int64_t sb_, se_;
   std::vector<BF16> low_;
+  std::vector<std::pair<int64_t, int64_t>> written_;  // shard offsets, ascending, disjoint
 };
 
 }  // namespace cohort
