@@ -171,12 +171,13 @@ void ring_allreduce_bf16(Communicator& c, BF16* data, int64_t n, ReduceOp op) {
   f32_to_bf16(acc, data, size_t(n));
 }
 
-// bf16 on the wire, partial sums in f32, over f32 data in place: each value sent is rounded as it leaves (a block's first hop rounds
-// the rank's own gradient, later ones the f32 partial sum), each received
-// segment is added into the rank's own value rounded first, and the owner's
-// rounded result is widened in place as it is sent. Two passes over the
-// data where rounding it into a bf16 copy, widening that to f32, reducing
-// and widening the result back made five.
+// bf16 on the wire, partial sums in f32, over f32 data in place: each value
+// sent is rounded as it leaves (a block's first hop rounds the rank's own
+// gradient, later ones the f32 partial sum), each received segment is added
+// into the rank's own value rounded first, and the owner's rounded result is
+// widened in place as it is sent. Two passes over the data where rounding it
+// into a bf16 copy, widening that to f32, reducing and widening the result
+// back made five.
 void ring_allreduce_f32_bf16_wire(Communicator& c, float* data, int64_t n, ReduceOp op) {
   const int p = c.size(), r = c.rank();
   if (p == 1 || n == 0) return;

@@ -35,7 +35,7 @@ void add_into(BF16* __restrict d, const T* __restrict x, int64_t n) {
 // to, the rest written; then the range joins the written ones.
 template <typename T>
 void Bf16GradShard::add_part(const T* v, int64_t b, int64_t e) {
-  int64_t lo = std::max(b, sb_) - sb_;
+  const int64_t lo = std::max(b, sb_) - sb_;
   const int64_t hi = std::min(e, se_) - sb_;
   if (hi <= lo) return;
   const T* x = v + (lo + sb_ - b);
