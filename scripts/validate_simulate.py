@@ -34,6 +34,8 @@ import sys
 BIN = os.environ.get("COHORT", "build/cohort")
 REPS = int(os.environ.get("REPS", "2"))
 CONT_REPS = int(os.environ.get("CONT_REPS", "5"))
+# The host's cores: with the curve, k ranks' work on them takes at least k/CORES.
+CORES = int(os.environ.get("CORES", str(os.cpu_count() or 1)))
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 # model -> (extra model flags, per-rank batch, bench steps)
@@ -118,10 +120,10 @@ def contention(model, mflags, batch, steps):
                     for k, r in ratios.items()), best_alone
 
 
-def simulate(model, mflags, profile, ranks, flags, batch, curve, comm_file):
+def simulate(model, mflags, profile, ranks, flags, batch, curve, cores, comm_file):
     args = [BIN, "simulate", "--model", model, *mflags, "--compute", profile, "--batch",
             str(batch), "--hosts", "1", "--ranks-per-host", str(ranks), "--contention", curve,
-            "--calibrate", comm_file, *flags]
+            "--cores", str(cores), "--calibrate", comm_file, *flags]
     return last_json(run(args))
 
 
@@ -149,11 +151,11 @@ def measure(model, inputs, comm_file):
     # measured one (the profile's best-of-8 per layer misses the step's own
     # overheads and the load other processes put here).
     single = rate(simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, curve,
-                           comm_file))
+                           CORES, comm_file))
     anchor = single / best["single"]
     scale_profile(prof, prof, anchor)
     print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
-    return {"contention": curve, "alone": alone, "anchor": anchor, "best": best}
+    return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best}
 
 
 # The namespace cluster (scripts/cluster.sh): one rank per host, real TCP
@@ -278,6 +280,7 @@ def cluster_predict(runs, measured, inputs):
                 BIN, "simulate", "--model", model, *mflags, "--compute", prof,
                 "--batch", str(batch * c["mult"]), "--hosts", str(c["hosts"]),
                 "--ranks-per-host", "1", "--contention", m["contention"],
+                "--cores", str(m.get("cores", CORES)),
                 "--hosts-per-machine", str(c["hosts"]),
                 "--calibrate", os.path.join(inputs, "comm.jsonl"),
                 "--calibrate-inter", os.path.join(inputs, c["comm"]), *cpu,
@@ -345,7 +348,7 @@ def predict_all(out_dir, inputs, measured):
             rows.append(predicted_row(
                 model, name, ranks, m, m["best"][name],
                 lambda: simulate(model, mflags, prof, ranks, flags, batch * mult,
-                                 m["contention"], comm_file)))
+                                 m["contention"], m.get("cores", CORES), comm_file)))
     cluster_file = os.path.join(inputs, "cluster.json")
     if os.path.exists(cluster_file):
         with open(cluster_file) as f:

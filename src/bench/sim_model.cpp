@@ -430,18 +430,20 @@ std::vector<size_t> plan_cuts(const Profile& p, const Plan& plan) {
 }
 
 double slow_down(const Plan& plan, double together) {
+  // `together` cores' work on `cores` of them takes at least together/cores.
+  const double floor = plan.cores > 0 ? std::max(1.0, together / plan.cores) : 1.0;
   const auto& c = plan.contention;
-  if (c.empty()) return plan.cores > 0 ? std::max(1.0, together / plan.cores) : 1.0;
+  if (c.empty()) return floor;
   // Points (1, 1), then the measured ones; the segment that holds `together`
   // (the last one beyond them).
   double k0 = 1, f0 = 1;
   for (size_t i = 0; i < c.size(); ++i) {
     const auto [k, f] = c[i];
     if (together <= k || i + 1 == c.size())
-      return std::max(1.0, f0 + (f - f0) * (together - k0) / (k - k0));
+      return std::max(floor, f0 + (f - f0) * (together - k0) / (k - k0));
     k0 = k, f0 = f;
   }
-  return 1.0;
+  return floor;
 }
 
 int64_t rows_per_pass(const Plan& plan) {

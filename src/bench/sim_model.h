@@ -38,8 +38,9 @@ struct Plan {
   // together), and the messages between them are copies by those cores.
   int hosts_per_machine = 1;
   // Measured slow-down at k ranks computing at once on a host ({k, factor},
-  // rising k); when given it replaces `cores` (interpolated linearly, 1 at
-  // one rank, extrapolated at the last slope).
+  // rising k; interpolated linearly, 1 at one rank, extrapolated at the last
+  // slope). With `cores` too, never below k / cores: k single-thread ranks'
+  // work cannot finish sooner on that many cores.
   std::vector<std::pair<double, double>> contention;
 };
 

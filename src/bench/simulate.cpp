@@ -50,7 +50,7 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
                  "compute units a host's ranks share (0: one per rank; this machine: about 1)");
   app.add_option("--contention", c.contention,
                  "measured compute slow-down with K ranks of a host computing at once: "
-                 "K:FACTOR,... (e.g. 2:1.9,4:3.6); replaces --cores");
+                 "K:FACTOR,... (e.g. 2:1.9,4:3.6); with --cores, never below K/cores");
   app.add_option("--hosts-per-machine", c.plan.hosts_per_machine,
                  "hosts that are network namespaces of one machine (scripts/cluster.sh): their "
                  "ranks share its cores, and their messages are copies by those cores");

@@ -330,6 +330,22 @@ TEST(SimModel, RanksSharingCoresSlowEachOther) {
   EXPECT_NEAR(predict(uniform(3), plan, one_host(4, 0, 1e30)).step, 3.0 * 9.0, 1e-2);
 }
 
+// k single-thread ranks' work on C cores takes at least k/C of one alone: a
+// curve measured below that (4 runs at once, some finishing early, measured
+// 1.88 on 2 cores) is floored there, beyond its points too.
+TEST(SimModel, ContentionCurveIsFlooredAtRanksPerCore) {
+  Plan plan;
+  plan.contention = {{2, 1.0}, {4, 1.88}};
+  EXPECT_DOUBLE_EQ(slow_down(plan, 4), 1.88);  // no cores given: the curve alone
+  plan.cores = 2;
+  EXPECT_DOUBLE_EQ(slow_down(plan, 2), 1.0);
+  EXPECT_DOUBLE_EQ(slow_down(plan, 3), 1.5);   // the curve's 1.44 is below 3/2
+  EXPECT_DOUBLE_EQ(slow_down(plan, 4), 2.0);
+  EXPECT_DOUBLE_EQ(slow_down(plan, 6), 3.0);   // the curve's slope would give 2.76
+  plan.contention = {{2, 1.2}, {4, 2.5}};       // above the floor: the curve
+  EXPECT_DOUBLE_EQ(slow_down(plan, 4), 2.5);
+}
+
 TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   // dp on one host, 2 ranks on 2 cores, three 1 MiB buckets of c/3 s each,
   // overlapped with backward (2 s a layer): only the first layer's bucket
