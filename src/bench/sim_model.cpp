@@ -125,7 +125,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   const double fwd = p.forward() * f, bwd = p.backward() * f;
   const auto off = param_offsets(p);
   const auto bk = buckets(p.params(), plan.bucket_mb);
-  double clock = 0, exposed = 0, moved = 0;
+  double clock = 0, exposed = 0, moved = 0, wire = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
     const double start = clock + fwd;
@@ -136,7 +136,9 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
     double free = start;
     for (const auto& [b, e] : bk) {
       const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
-      free = std::max(free, ready) + reduce(t, g, b, e, p.params(), algo);
+      const double took = reduce(t, g, b, e, p.params(), algo);
+      free = std::max(free, ready) + took;
+      wire += took;
       moved += reduce(cpu, g, b, e, p.params(), algo);
     }
     exposed += std::max(0.0, free - end);
@@ -150,6 +152,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   r.step = r.compute + r.comm;
   // The reductions overlap backward; the gather after the step does not.
   r.copies = one_machine(t, plan) && plan.overlap ? moved : 0;
+  r.wire = wire + gather;
   return r;
 }
 
@@ -429,6 +432,12 @@ std::vector<size_t> plan_cuts(const Profile& p, const Plan& plan) {
   return balance_cuts(w, plan.stages);
 }
 
+double polling_busy(double step, double compute, double wire, double copies) {
+  const double throughout = (step + std::min(copies, step)) / step;
+  const double two_threads = (compute + wire) / step;
+  return std::min(2.0, std::max(throughout, two_threads));
+}
+
 double slow_down(const Plan& plan, double together) {
   // `together` cores' work on `cores` of them takes at least together/cores.
   const double floor = plan.cores > 0 ? std::max(1.0, together / plan.cores) : 1.0;
@@ -531,16 +540,18 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
     return pipeline(p, plan, t, f);
   }
   // Ranks that poll in MPI's blocking calls (dp's bucket reductions) hold a
-  // core for the whole step; ZeRO's shard collectives wait politely (stage 1
-  // too since its buckets became a reduce-scatter and a gather).
+  // core for the whole step, two while a collective overlaps compute
+  // (polling_busy); ZeRO's shard collectives wait politely (stage 1 too
+  // since its buckets became a reduce-scatter and a gather).
   const bool polls = plan.busy_wait && s != "zero";
   // dp and ZeRO ranks run in lock-step (each step ends in a collective), so
   // they compute at the same moments and wait at the same moments: while
   // computing, every rank holds a core, and its communication thread copies
   // on another one: busy can exceed one core. Ranks that poll hold theirs
   // through the waits too.
-  const double span = polls ? r.p.step : r.p.compute;
-  const double busy = (span + std::min(r.p.copies, span)) / span;
+  const auto& q = r.p;
+  const double busy = polls ? polling_busy(q.step, q.compute, q.wire, q.copies)
+                            : (q.compute + std::min(q.copies, q.compute)) / q.compute;
   r.busy.assign(size_t(s == "none" ? 1 : world), busy);
   return r;
 }

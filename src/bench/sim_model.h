@@ -59,8 +59,23 @@ struct Prediction {
   // kernel's, for TCP between namespaces), so they count as busy time for
   // the contention estimate (dp, ZeRO).
   double copies = 0;
+  // Seconds the communication thread has collectives in flight (dp, ZeRO),
+  // hidden or not: a thread that polls while it waits holds a core so long.
+  double wire = 0;
   double rate() const { return samples / step; }
 };
+
+// Cores a rank keeps busy on average when it polls in blocking MPI calls
+// (dp on namespace hosts, --busy-wait), from its step's parts (seconds):
+// the larger of two lower bounds, at most 2 (its two threads). It holds a
+// core all step, plus the messages' work on the cores (`copies`); and its
+// compute thread and its communication thread, which spins while a
+// collective is in flight (`wire`), each hold one. The second is what
+// slows compute at 1 Gbit/s, where collectives span most of backward:
+// cifar-resnet50's dp ring on 4 namespace hosts computed 2.9x slower than
+// one rank alone (timeline: 1819 ms of compute a step, against x2.2 from
+// the first bound alone), and was under-predicted by 16-17% in runs 7-9.
+double polling_busy(double step, double compute, double wire, double copies);
 
 // The compute slow-down when `together` ranks of a host compute at once.
 double slow_down(const Plan& plan, double together);

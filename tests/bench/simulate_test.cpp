@@ -330,6 +330,16 @@ TEST(SimModel, RanksSharingCoresSlowEachOther) {
   EXPECT_NEAR(predict(uniform(3), plan, one_host(4, 0, 1e30)).step, 3.0 * 9.0, 1e-2);
 }
 
+// A rank that polls holds a core all step plus the messages' work, or its
+// compute plus the time its communication thread spins on collectives in
+// flight, whichever is more; at most its two threads.
+TEST(SimModel, PollingRankHoldsTheLargerOfItsTwoBounds) {
+  EXPECT_DOUBLE_EQ(polling_busy(1.0, 0.6, 0.3, 0.1), 1.1);  // all step + copies
+  EXPECT_DOUBLE_EQ(polling_busy(1.0, 0.8, 0.9, 0.1), 1.7);  // compute + wire
+  EXPECT_DOUBLE_EQ(polling_busy(1.0, 1.0, 1.5, 0.1), 2.0);  // two threads at most
+  EXPECT_DOUBLE_EQ(polling_busy(2.0, 1.0, 1.0, 4.0), 2.0);  // copies capped at the step
+}
+
 // k single-thread ranks' work on C cores takes at least k/C of one alone: a
 // curve measured below that (4 runs at once, some finishing early, measured
 // 1.88 on 2 cores) is floored there, beyond its points too.
