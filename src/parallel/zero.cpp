@@ -40,6 +40,9 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
                                          zero_streams_rows(precision.compute), replica_.get(),
                                          low_grads_.get());
   model.set_layer_hooks(layers_.get());
+  // Which links cross hosts (the shards' all-gathers cut messages there):
+  // found now, while every rank is here, not on a later first use.
+  comm.host_layout();
   // bf16: no Linear keeps a copy of its weight from forward to backward (2 Psi
   // on every rank, where stage 3 holds 4 Psi/N of weights and the bf16
   // layout 2 Psi + 4 Psi/N).

@@ -33,6 +33,7 @@
 #include "comm/kernels.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "core/clock.h"
+#include "parallel/shards.h"
 
 namespace {
 
@@ -344,6 +345,33 @@ void check_layout(Communicator& group, int world_rank, int members_sum,
   check_allreduce(*c, world_rank, members_sum, 1 << 18, Algorithm::kAuto, ReduceOp::kSum, true);
 }
 
+// ZeRO's shard all-gathers (parallel/shards.cpp) over one pretended layout:
+// links between hosts carry a block in 256 KiB pieces, links inside a host
+// whole. Every rank ends holding every block: element i reads i (f32), its
+// bf16 rounding (bf16 copy), on uneven blocks of ~1 MB each.
+void check_shard_gather(Communicator& group, const std::vector<int>& counts) {
+  auto c = group.split(0, group.rank());
+  c->set_ranks_per_host(counts);
+  const int r = c->rank();
+  const int64_t n = 1234567;
+  const ShardLayout l(n, c->size(), 7);  // a frozen prefix of 7
+  std::vector<float> w(static_cast<size_t>(n), -1.0f);
+  for (int64_t i = 0; i < n; ++i)
+    if (i < l.first() || (i >= l.shard(r).first && i < l.shard(r).second)) w[size_t(i)] = float(i);
+  std::vector<float> full = w;
+  allgather_shards(*c, l, full.data());
+  for (int64_t i = l.first(); i < n; ++i)
+    check(full[size_t(i)] == float(i), "allgather_shards on ", counts.size(), " hosts: element ", i,
+          " reads ", full[size_t(i)]);
+  std::vector<BF16> low(static_cast<size_t>(n), to_bf16(-1.0f));
+  allgather_bf16_shards(*c, l, low.data(), w.data());
+  for (int64_t i = l.first(); i < n; ++i) {
+    const bool own = i >= l.shard(r).first && i < l.shard(r).second;
+    check(own || from_bf16(low[size_t(i)]) == from_bf16(to_bf16(float(i))),
+          "allgather_bf16_shards on ", counts.size(), " hosts: element ", i);
+  }
+}
+
 void run_hierarchical(Communicator& world) {
   const int p = world.size(), r = world.rank();
   // One machine: MPI puts every rank on one host.
@@ -354,6 +382,7 @@ void run_hierarchical(Communicator& world) {
   if (p != 5) throw Error("the hierarchical scenario wants 5 ranks");
   const std::vector<std::vector<int>> of5 = {{2, 2, 1}, {3, 2}, {1, 1, 1, 1, 1}, {5}, {1, 4}};
   for (const auto& counts : of5) check_layout(world, r, 15, counts, 0);
+  for (const auto& counts : of5) check_shard_gather(world, counts);
   auto four = world.split(r < 4 ? 0 : -1, r);
   if (four) {
     const std::vector<std::vector<int>> of4 = {{2, 2}, {3, 1}, {4}, {1, 1, 1, 1}};
@@ -367,7 +396,8 @@ void run_hierarchical(Communicator& world) {
       check_allreduce(*big, r, 10, 3000017, Algorithm::kHierarchical, op, true);
   }
   world.barrier();
-  if (r == 0) std::printf("ok hierarchical over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1\n");
+  if (r == 0)
+    std::printf("ok hierarchical over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1; shard gathers over the 5\n");
 }
 
 // The hierarchical all-reduce (equal hosts) phase by phase, a barrier between
