@@ -50,10 +50,12 @@ void post_pieces(std::vector<std::unique_ptr<comm::Request>>& reqs, comm::Commun
                  Crossing x) {
   const size_t rp = x.recv ? kNetPiece : std::max<size_t>(rbytes, 1);
   const size_t sp = x.send ? kNetPiece : std::max<size_t>(sbytes, 1);
+  char* in = static_cast<char*>(rbuf);
+  const char* out = static_cast<const char*>(sbuf);
   for (size_t off = 0; off < rbytes; off += rp)
-    reqs.push_back(c.irecv(static_cast<char*>(rbuf) + off, std::min(rp, rbytes - off), src, kShardTag));
+    reqs.push_back(c.irecv(in + off, std::min(rp, rbytes - off), src, kShardTag));
   for (size_t off = 0; off < sbytes; off += sp)
-    reqs.push_back(c.isend(static_cast<const char*>(sbuf) + off, std::min(sp, sbytes - off), dst, kShardTag));
+    reqs.push_back(c.isend(out + off, std::min(sp, sbytes - off), dst, kShardTag));
 }
 
 // Posts the receive and the send (in pieces where a link crosses hosts),
