@@ -492,6 +492,37 @@ TEST(SimModel, PipelineRanksWaitPolitely) {
   EXPECT_FALSE(waits_hold_cores(plan, one_host(2, 0, 1e30)));
 }
 
+// A stage is slowed by the ranks that compute beside it while it computes,
+// not by the step's average load: 2 equal stages, GPipe, 2 micro-batches
+// (forward 1 s, backward 2 s a stage) on one core. Stage 0's second forward
+// overlaps stage 1's first, and stage 1's last backward stage 0's first:
+// each pair at half speed, so 1 + 2 + 1 + 2 + 4 + 2 = 12 s (9 s alone).
+TEST(SimModel, PipelineStagesSlowEachOtherWhereTheyOverlap) {
+  Plan plan;
+  plan.parallel = "pp";
+  plan.micro_batches = 2;
+  plan.one_f_one_b = false;
+  plan.batch = 16;
+  const Topology t = one_host(2, 0, 1e30);
+  EXPECT_NEAR(predict(uniform(2), plan, t).step, 9.0, 1e-9);
+  plan.cores = 1;
+  const Prediction r = predict(uniform(2), plan, t);
+  EXPECT_NEAR(r.step, 12.0, 1e-2);
+  EXPECT_NEAR(r.contention, 1.5, 1e-2);  // stage 0 (the critical one): 6 s of work take 9
+  // Hybrid 2x2 with one micro-batch: the stages never overlap, but each
+  // stage's two replicas compute at once, on 2 cores at full speed, on 1
+  // at half.
+  plan.parallel = "hybrid";
+  plan.dp = 2;
+  plan.micro_batches = 1;
+  plan.batch = 8;
+  plan.cores = 2;
+  const Topology four = one_host(4, 0, 1e30);
+  EXPECT_NEAR(predict(uniform(2), plan, four).step, 6.0, 1e-9);
+  plan.cores = 1;
+  EXPECT_NEAR(predict(uniform(2), plan, four).step, 12.0, 1e-2);
+}
+
 TEST(SimModel, SyncParameterServerMovesEveryWorkersRange) {
   Profile p = uniform(2, 1000);
   p.optimizer = 0.5;
