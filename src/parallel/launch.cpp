@@ -39,6 +39,14 @@ void prepare_mpirun_environment(int workers, int threads) {
     std::fprintf(stderr, "cohort: %d ranks x %d threads on %d CPUs: OMP_WAIT_POLICY=PASSIVE\n",
                  workers, threads, cpus);
   }
+  // Every rank also runs a communication thread, and OpenMPI's blocking
+  // calls spin while they wait unless the job is oversubscribed by slots:
+  // with more threads than CPUs a spinning thread holds the CPU that the
+  // rank it waits for needs. Yielding measured gpt2's dp step on 2 ranks of
+  // 2 vCPUs 1348-1375 -> 1196-1209 ms (communication threads' CPU 374-424
+  // -> 137-156 ticks over 12 steps).
+  if (workers * (threads + 1) > cpus && !std::getenv("OMPI_MCA_mpi_yield_when_idle"))
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
   // The ranks of one job read the same flags and files, so a bad input is
   // rank 0's one line to print (kLaunchedByWorkers).
   setenv(kLaunchedByWorkers, "1", 1);

@@ -25,7 +25,8 @@ std::vector<std::string> mpirun_command(const std::vector<std::string>& args, in
 
 // Sets this process's environment for its mpirun children: kLaunchedByWorkers,
 // mpirun's consent to run as root, and passive OpenMP waiting when
-// workers x threads oversubscribe the CPUs (a note on stderr says so).
+// workers x threads oversubscribe the CPUs (a note on stderr says so), and
+// yielding MPI waits when workers x (threads + a communication thread) do.
 void prepare_mpirun_environment(int workers, int threads);
 
 // Drops `--name value` and `--name=value` for each name in `flags` (and bare
