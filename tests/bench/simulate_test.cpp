@@ -530,17 +530,21 @@ TEST(SimModel, SyncParameterServerMovesEveryWorkersRange) {
   plan.parallel = "ps";
   plan.servers = 1;
   plan.batch = 8;
-  // 3 workers and the server on one host: the workers copy at once.
+  // 3 workers and the server on one host: the workers copy at once; the
+  // server then reads the 3 ranges into their sum (a copy each) and steps.
   const Topology t = one_host(4, 1e-3, 1e6);
   const double one = 1e-3 + 4.0 * 2000 / 1e6;
   const Prediction r = predict(p, plan, t);
-  EXPECT_NEAR(r.step, 6.0 + 2 * one + 0.5, 1e-9);
+  EXPECT_NEAR(r.step, 6.0 + 2 * one + 3 * one + 0.5, 1e-9);
   EXPECT_DOUBLE_EQ(r.samples, 3 * 8);
   // A host each: the server's link carries the 3 ranges one after another.
   Topology hosts = one_host(1, 1e-3, 1e6);
   hosts.hosts = 4;
   hosts.inter = {1e-3, 1e6};
-  EXPECT_NEAR(predict(p, plan, hosts).step, 6.0 + 2 * 3 * one + 0.5, 1e-9);
+  EXPECT_NEAR(predict(p, plan, hosts).step, 6.0 + 2 * 3 * one + 3 * one + 0.5, 1e-9);
+  // Async applies each push alone: no sum.
+  plan.async = true;
+  EXPECT_NEAR(predict(p, plan, t).step, std::max(6.0 + 2 * one + 0.5, 2 * one + 3 * 0.5), 1e-9);
 }
 
 TEST(SimModel, ComputeFileRoundTrips) {
