@@ -34,6 +34,11 @@ void CommQueue::wait(Ticket t) {
   if (error_) std::rethrow_exception(error_);
 }
 
+bool CommQueue::finished(Ticket t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ >= t || error_;
+}
+
 void CommQueue::loop() {
   timeline::name_thread("comm queue");
   serial_openmp();

@@ -27,6 +27,8 @@ class CommQueue {
   // first task's error (the queue stops running tasks after one fails).
   void wait(Ticket t);
   void drain() { wait(queued_); }
+  // Whether task t has run (or a task failed: wait(t) then rethrows).
+  bool finished(Ticket t);
 
  private:
   void loop();

@@ -65,6 +65,9 @@ void allgather_bf16_shards(comm::Communicator& c, const ShardLayout& l, BF16* lo
 // owner); to rank `root` only when root >= 0.
 void gather_range(comm::Communicator& c, const ShardLayout& l, float* w, int64_t b, int64_t e,
                   int root = -1);
+// gather_range of each of `ranges` to every rank, all posted before any is waited for.
+void gather_ranges(comm::Communicator& c, const ShardLayout& l, float* w,
+                   const std::vector<std::pair<int64_t, int64_t>>& ranges);
 // Returns the pages of [b, e) of `base` outside rank's shard (and outside the
 // frozen prefix) to the kernel;
 // with `zero`, the elements there read as zeros afterwards (gradients,

@@ -225,7 +225,11 @@ void ZeroLayers::flush() {
   const int64_t b = lo_, e = hi_;
   lo_ = hi_ = 0;
   float* g = model_.params().grads().f32();
-  reducing_.push_back(low_grads_ ? queue_reduce_low(b, e) : queue_reduce(g, b, e));
+  if (low_grads_)
+    reducing_.push_back({queue_reduce_low(b, e)});
+  else
+    reducing_.push_back({queue_reduce(g, b, e), b, e});
+  return_reduced(false);
   // At most kInFlight buckets wait to be reduced: where communication is
   // slower than backward (4 ranks on 2 cores) the queue would otherwise hold
   // nearly every layer's gradients by the end of backward (measured: gpt2
@@ -233,9 +237,27 @@ void ZeroLayers::flush() {
   constexpr size_t kInFlight = 2;
   while (reducing_.size() > kInFlight) {
     Timer t;
-    queue_.wait(reducing_.front());
+    queue_.wait(reducing_.front().ticket);
     wait_s_ += t.seconds();
+    return_reduced(false);
+  }
+}
+
+// On the compute thread, between its layers: returned by the queue thread
+// while this one ran backward (stages 1-2's f32 buckets until 2026-11-27),
+// gpt2's zero-1 step on 2 ranks of 2 vCPUs took 1386-1456 ms against
+// 1216-1276 with the pages kept (dp 1232-1274); returned here, 1241-1320
+// at the same peak (1544 MB). All at once after backward: 1232-1254, but
+// the peak then holds every gradient (1690 MB).
+void ZeroLayers::return_reduced(bool wait) {
+  float* g = model_.params().grads().f32();
+  while (!reducing_.empty() && (wait || queue_.finished(reducing_.front().ticket))) {
+    const Reduction r = reducing_.front();
+    queue_.wait(r.ticket);  // rethrows a failed reduction's error
     reducing_.pop_front();
+    if (r.e == r.b) continue;
+    release_unowned(layout_, comm_.rank(), g, r.b, r.e, true);
+    in_flight_ -= (r.e - r.b) * 4;
   }
 }
 
@@ -251,8 +273,6 @@ CommQueue::Ticket ZeroLayers::queue_reduce(float* g, int64_t b, int64_t e) {
     // bytes a step with the parameters' all-gather (gpt2 across 2 hosts at
     // 1 Gbit/s: 10.7 s a step against dp's 6.8).
     reduce_scatter_range(comm_, layout_, g, b, e, scratch_.data());
-    release_unowned(layout_, comm_.rank(), g, b, e, true);
-    in_flight_ -= (e - b) * 4;
   });
 }
 
@@ -282,7 +302,7 @@ void ZeroLayers::wait_reductions() {
   Timer t;
   queue_.drain();
   wait_s_ += t.seconds();
-  reducing_.clear();
+  return_reduced(true);
 }
 
 void ZeroLayers::gather_all(int root) {

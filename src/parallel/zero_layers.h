@@ -125,6 +125,9 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   void stage(int64_t b, int64_t e);
   int64_t held() const;
   void wait_reductions();
+  // The gradient pages of reduced buckets outside the shard, returned by the
+  // compute thread: all of them (wait), or those whose reduction has ended.
+  void return_reduced(bool wait);
   // The rows every rank's ids name, as runs of element ranges of the
   // matrix (queue thread: every rank's ids are gathered).
   nn::Ranges id_runs(const std::vector<int32_t>& ids, int64_t cols);
@@ -150,7 +153,11 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   std::vector<bool> split_;                 // per top-level layer: gathered per leaf
   std::map<const nn::Module*, size_t> leaf_unit_;  // the leaves of split layers
   std::vector<CommQueue::Ticket> ticket_;   // per unit, its gather's; 0: not held
-  std::deque<CommQueue::Ticket> reducing_;  // buckets queued, oldest first
+  struct Reduction {
+    CommQueue::Ticket ticket;
+    int64_t b = 0, e = 0;  // f32 gradients whose pages outside the shard go back after it
+  };
+  std::deque<Reduction> reducing_;          // buckets queued, oldest first
   int64_t lo_ = 0, hi_ = 0;                 // the bucket filling
   int64_t max_part_ = 0;                    // the largest range a unit adds to it
   struct StageBuffer {

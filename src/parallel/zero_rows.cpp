@@ -91,7 +91,7 @@ void ZeroLayers::acquire_ids(int64_t cols, const int32_t* ids, int64_t n) {
   queue_.wait(queue_.push([this, w, cols, mine] {
     timeline::Span span("zero", "gather token rows");
     id_held_ = id_runs(mine, cols);
-    for (auto [b, e] : id_held_) gather_range(comm_, layout_, w, b, e);
+    gather_ranges(comm_, layout_, w, id_held_);
   }));
   wait_s_ += t.seconds();
   note_id_rows();
@@ -117,7 +117,7 @@ void ZeroLayers::ids_done(int64_t cols, const int32_t* ids, int64_t n) {
   if (!armed_) return;
   float* g = model_.params().grads().f32();
   std::vector<int32_t> mine(ids, ids + n);
-  reducing_.push_back(queue_.push([this, g, cols, mine] {
+  reducing_.push_back({queue_.push([this, g, cols, mine] {
     timeline::Span span("zero", "all-reduce token rows");
     const nn::Ranges runs = id_runs(mine, cols);
     std::vector<float> packed;
@@ -135,7 +135,7 @@ void ZeroLayers::ids_done(int64_t cols, const int32_t* ids, int64_t n) {
       }
       p += e - b;
     }
-  }));
+  })});
 }
 
 }  // namespace cohort
