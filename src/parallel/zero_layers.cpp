@@ -245,10 +245,10 @@ void ZeroLayers::flush() {
 
 // On the compute thread, between its layers: returned by the queue thread
 // while this one ran backward (stages 1-2's f32 buckets until 2026-11-27),
-// gpt2's zero-1 step on 2 ranks of 2 vCPUs took 1386-1456 ms against
-// 1216-1276 with the pages kept (dp 1232-1274); returned here, 1241-1320
-// at the same peak (1544 MB). All at once after backward: 1232-1254, but
-// the peak then holds every gradient (1690 MB).
+// gpt2's zero-1 step on 2 ranks of 2 vCPUs took 1386-1456 ms (median 1391)
+// against 1216-1276 with the pages kept; returned here, 1241-1379 (median
+// 1278; dp 1227-1300) at the same peak (1544 MB). All at once after
+// backward: 1232-1254, but the peak then holds every gradient (1690 MB).
 void ZeroLayers::return_reduced(bool wait) {
   float* g = model_.params().grads().f32();
   while (!reducing_.empty() && (wait || queue_.finished(reducing_.front().ticket))) {
