@@ -69,7 +69,10 @@ TEST(BenchGrid, SmokeGridWritesEveryPoint) {
     EXPECT_GT(p.at("cohort_epoch1_seconds").get<double>(), 0) << p.dump();
     const double eff = p.at("cohort_efficiency").get<double>();
     EXPECT_GT(eff, 0) << p.dump();
-    EXPECT_LE(eff, 1.5) << p.dump();
+    // Efficiency is the speed-up per rank (a bound on it would assert timing:
+    // a slow baseline on a busy machine measured 1.64 at 2 ranks).
+    EXPECT_NEAR(eff, p.at("cohort_speedup").get<double>() / p.at("workers").get<double>(), 1e-9)
+        << p.dump();
     EXPECT_GE(p.at("cohort_test_accuracy").get<double>(), 0);
     EXPECT_EQ(p.at("cohort_world_size").get<int>(), p.at("workers").get<int>());
     // The point's wall time holds its two epochs (and start-up and the test pass).
