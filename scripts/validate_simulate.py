@@ -47,6 +47,9 @@ MODELS = {
     "cifar-resnet50": ([], 8, 4),
     "gpt2": (["--seq", "64"], 2, 3),
 }
+# Runs per configuration at least, on the host and on the cluster alike:
+# mnist-large's are the noisiest and the cheapest (run 5's +16% and -16%
+# cluster rows were both mnist-large).
 MIN_REPS = {"mnist-large": 3}
 # (name, ranks, strategy flags, batch multiplier: pipelines take the whole batch)
 CONFIGS = [
@@ -143,7 +146,8 @@ def measure(model, inputs, comm_file):
     run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
          str(batch), "--threads", "1", "--save-compute", prof])
     best = {}
-    for _ in range(max(REPS, MIN_REPS.get(model, 0))):  # alternate configurations, keep each one's best
+    # Alternate configurations, keep each one's best.
+    for _ in range(max(REPS, MIN_REPS.get(model, 0))):
         for name, ranks, flags, mult in CONFIGS:
             try:
                 ips = bench_step(model, mflags, batch * mult, steps, ranks, flags)
@@ -169,9 +173,6 @@ CLUSTER_RATES = os.environ.get("CLUSTER_RATES", "1gbit,10gbit").split(",")
 CLUSTER_HOSTS = [int(h) for h in os.environ.get("CLUSTER_HOSTS", "2,4").split(",")]
 CLUSTER_REPS = int(os.environ.get("CLUSTER_REPS", "1"))
 COMM_REPS = int(os.environ.get("COMM_REPS", "3"))
-# mnist-large's steps of 0.1-0.3 s are the noisiest cluster runs and the
-# cheapest: at least 3 of them (run 5's +16% and -16% rows were both mnist-large).
-MIN_CLUSTER_REPS = {"mnist-large": 3}
 CLUSTER_CONFIGS = {
     2: [("dp ring", ["--parallel", "dp", "--allreduce", "ring"], 1),
         ("zero-1", ["--parallel", "zero", "--zero-stage", "1"], 1),
@@ -243,7 +244,7 @@ def cluster_model(model, name, link, hosts, comm_file):
         single = max(single, bench_step(model, mflags, batch, steps, 1, ["--parallel", "none"]))
     for config, flags, mult in CLUSTER_CONFIGS[hosts]:
         best = 0.0
-        for _ in range(max(CLUSTER_REPS, MIN_CLUSTER_REPS.get(model, 1))):
+        for _ in range(max(CLUSTER_REPS, MIN_REPS.get(model, 1))):
             args = ["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
                     "bench", "step", "--model", model, *mflags, "--batch", str(batch * mult),
                     "--threads", "1", "--steps", str(steps), "--warmup", "2", *flags]
@@ -438,7 +439,7 @@ def plot(out_dir, rows):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("measured step time (ms; best of %d on the host, of %d on the cluster, %d for "
-                  "mnist-large)" % (REPS, CLUSTER_REPS, max(CLUSTER_REPS, MIN_CLUSTER_REPS["mnist-large"])))
+                  "mnist-large)" % (REPS, CLUSTER_REPS, max(CLUSTER_REPS, MIN_REPS["mnist-large"])))
     ax.set_ylabel("predicted step time (ms)")
     ax.set_title("cohort simulate vs cohort bench step: 1-4 ranks on this machine,\n"
                  "and 2-4 namespace hosts at 1 and 10 Gbit/s", fontsize=9)
