@@ -34,9 +34,10 @@
 # mpirun calls as `agent HOST orted-command...`: it enters HOST's network
 # namespace with `ip netns exec`, gives it its own hostname in a UTS
 # namespace and its hosts file in a mount namespace, and runs the command
-# with sh -c, as ssh would), and mpirun.args. Nothing outside the cluster's
-# own devices, namespaces and that folder is touched; /etc/hosts is never
-# written. Needs root, iproute2 (ip, tc), util-linux (unshare, flock).
+# with sh -c, as ssh would, keeping orted in mpirun's session: one scheduling
+# group for all hosts, as on one host), and mpirun.args. Nothing outside the
+# cluster's own devices, namespaces and that folder is touched; /etc/hosts is
+# never written. Needs root, iproute2 (ip, tc), util-linux (unshare, flock).
 set -euo pipefail
 
 readonly kStateRoot=/run/cohort-cluster
@@ -120,12 +121,17 @@ write_agent() {
 # rsh agent for cluster $name: mpirun calls it as \`agent HOST COMMAND...\`.
 # Enters HOST's network namespace, gives it HOST as its hostname (own UTS
 # namespace) and the cluster's hosts file (own mount namespace), and runs
-# COMMAND with sh -c as ssh would.
+# COMMAND with sh -c as ssh would. orted runs without --daemonize: a daemon
+# leads a session of its own, and Linux's autogroup gives each session its own
+# scheduling group, so the hosts' ranks would share the machine's cores host by
+# host, as neither real hosts (each has its own cores) nor one host's ranks do.
+# Its stdout goes where a daemon's would (mpirun prints the ranks' output).
 host=\$1; shift
 case "\$host" in $name-h[0-9]*) ;; *) echo "agent: \$host is no host of $name" >&2; exit 255 ;; esac
+cmd=\$(printf ' %s' "\$@" | sed 's/ --daemonize / /')
 exec ip netns exec "\$host" unshare --uts --mount --propagation private \\
   sh -c 'hostname "\$1" && mount --bind "\$2" /etc/hosts && shift 2 && exec sh -c "\$*"' \\
-  agent "\$host" "$dir/hosts" "\$@"
+  agent "\$host" "$dir/hosts" "\$cmd" >/dev/null
 EOF
   chmod +x "$dir/agent"
 }
