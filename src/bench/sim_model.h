@@ -82,12 +82,14 @@ double slow_down(const Plan& plan, double together);
 
 // Whether a rank waiting in a blocking MPI call holds its share of the
 // cores: --busy-wait, or a lone rank on each of several namespace hosts of
-// one machine. Each such host's ranks are one session, so one scheduling
-// group under Linux's autogroup, and the scheduler shares the cores between
-// the groups: a rank that waits by yielding (mpi_yield_when_idle) keeps its
-// group's share. Measured on a 4-host cluster on 2 cores: 2 ranks computing
-// while 2 wait in MPI_Recv took 8.3 s for 4.1 s of work (5.1 s with
-// autogroup off; 4.1 s with the 4 ranks on one host). Waits that nap
+// one machine, which waits behind TCP with mpi_yield_when_idle, polling
+// between its yields. Measured on a 4-host cluster on 2 cores: 2 ranks
+// computing while 2 wait in MPI_Recv took 8.3 s for 4.1 s of work while
+// each host's daemon led a session (a scheduling group of its own under
+// Linux's autogroup), 5.1 s with autogroup off, 4.1 s with the 4 ranks on
+// one host. scripts/cluster.sh now keeps the daemons in mpirun's session;
+// cifar-resnet50's dp ring on 4 hosts at 1 Gbit/s, whose waits this rule
+// prices, ran the same either way (best 2548 against 2656 ms). Waits that nap
 // (comm::wait_yielding: ZeRO 2-3, pipeline receives) never hold a core.
 bool waits_hold_cores(const Plan& plan, const Topology& t);
 
