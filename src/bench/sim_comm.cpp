@@ -264,7 +264,11 @@ std::optional<Link> fit_one_way(const nlohmann::json& j, const std::string& file
   return Link{a, 1 / b};
 }
 
-nlohmann::json median_bench_comm(const std::vector<nlohmann::json>& lines, const std::string& file) {
+namespace {
+
+// Each size's time per column from the lines' values of it, by `pick`.
+nlohmann::json combine_bench_comm(const std::vector<nlohmann::json>& lines, const std::string& file,
+                                  double (*pick)(std::vector<double>&)) {
   COHORT_INPUT_CHECK(!lines.empty(), file, ": no `cohort bench comm` JSON line");
   for (const auto& j : lines) check_bench_comm(j, file);
   nlohmann::json out = lines.front();
@@ -283,12 +287,28 @@ nlohmann::json median_bench_comm(const std::vector<nlohmann::json>& lines, const
                            ": its `bench comm` lines differ in sizes");
         if (other.contains(key) && other[key].is_number()) v.push_back(other[key].get<double>());
       }
-      std::sort(v.begin(), v.end());
-      const size_t m = v.size() / 2;
-      value = v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+      value = pick(v);
     }
   }
   return out;
+}
+
+double median_of(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+double least_of(std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+}  // namespace
+
+nlohmann::json median_bench_comm(const std::vector<nlohmann::json>& lines, const std::string& file) {
+  return combine_bench_comm(lines, file, median_of);
+}
+
+nlohmann::json fastest_bench_comm(const std::vector<nlohmann::json>& lines, const std::string& file) {
+  return combine_bench_comm(lines, file, least_of);
 }
 
 }  // namespace cohort::sim

@@ -125,5 +125,11 @@ std::optional<Link> fit_exchange(const nlohmann::json& bench_comm, const std::st
 // size and from one run to the next), so one run can catch the rarer one.
 // InputError naming the file for lines of other worlds or sizes.
 nlohmann::json median_bench_comm(const std::vector<nlohmann::json>& lines, const std::string& file);
+// The same with each size's fastest time per column: for a transfer that
+// the cores bound on an otherwise idle machine (--calibrate-cpu, TCP
+// between namespace hosts over unshaped links), where noise only slows it.
+// Run 13's three such runs at 256 MiB: 0.89, 0.69, 1.05 GB/s against run
+// 12's 1.61, 1.71, 1.54; the median priced every byte at twice its cost.
+nlohmann::json fastest_bench_comm(const std::vector<nlohmann::json>& lines, const std::string& file);
 
 }  // namespace cohort::sim

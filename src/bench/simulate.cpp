@@ -44,7 +44,8 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--calibrate", c.calibrate, "a `cohort bench comm` output: fit --intra from its ring column (and its one-way column, where it has one)");
   app.add_option("--calibrate-cpu", c.calibrate_cpu,
                  "a `cohort bench comm` output between namespace hosts over unshaped links: "
-                 "what a message between them costs the cores (with --hosts-per-machine)");
+                 "what a message between them costs the cores (with --hosts-per-machine; "
+                 "several runs: each size's fastest)");
   app.add_option("--calibrate-inter", c.calibrate_inter, "a `cohort bench comm` output run between hosts: fit --link (ring, one-way and tree columns)");
   app.add_option("--cores", c.plan.cores,
                  "compute units a host's ranks share (0: one per rank; this machine: about 1)");
@@ -87,8 +88,9 @@ std::vector<int> parse_sweep(const std::string& s) {
 }
 
 // A file's `cohort bench comm` JSON lines as one: per size and column, the
-// median over the lines (one line: itself).
-nlohmann::json bench_comm_line(const std::string& flag, const std::string& path) {
+// median over the lines, or the fastest (one line: itself).
+nlohmann::json bench_comm_line(const std::string& flag, const std::string& path,
+                               bool fastest = false) {
   std::ifstream in(path);
   COHORT_INPUT_CHECK(in.good(), flag, " ", path, ": cannot read the file");
   std::vector<nlohmann::json> found;
@@ -100,7 +102,8 @@ nlohmann::json bench_comm_line(const std::string& flag, const std::string& path)
     } catch (const nlohmann::json::exception&) {
     }
   }
-  return sim::median_bench_comm(found, flag + " " + path);
+  return fastest ? sim::fastest_bench_comm(found, flag + " " + path)
+                 : sim::median_bench_comm(found, flag + " " + path);
 }
 
 // A link class fitted from a `bench comm` file: the ring column, the
@@ -156,7 +159,7 @@ sim::Topology resolve(SimulateConfig& c) {
   if (!c.calibrate_cpu.empty()) {
     COHORT_INPUT_CHECK(c.plan.hosts_per_machine > 1, "--calibrate-cpu: prices the kernel's TCP "
                        "work between namespace hosts of one machine; give --hosts-per-machine too");
-    t.inter_cpu = sim::fit_ring(bench_comm_line("--calibrate-cpu", c.calibrate_cpu),
+    t.inter_cpu = sim::fit_ring(bench_comm_line("--calibrate-cpu", c.calibrate_cpu, true),
                                 "--calibrate-cpu " + c.calibrate_cpu);
   }
   return t;

@@ -106,6 +106,11 @@ TEST(SimComm, SeveralBenchCommRunsFitTheirMedian) {
     EXPECT_NE(std::string(e.what()).find("runs.jsonl"), std::string::npos);
   }
   EXPECT_THROW(median_bench_comm({}, "x"), InputError);
+  // The fastest of the three (--calibrate-cpu's): 120.
+  const auto best = fastest_bench_comm({line(80e6), line(120e6), line(80e6)}, "x");
+  const double fast = 1e6 * (10e-6 + 268435456.0 / 120e6);
+  EXPECT_NEAR(best["sizes"][1]["ring_us"].get<double>(), fast, 1e-9 * fast);
+  EXPECT_THROW(fastest_bench_comm({}, "x"), InputError);
 }
 
 TEST(SimComm, BandwidthComesFromTheSizeNearestTheBucket) {
