@@ -18,8 +18,8 @@ skips it): a namespace cluster of 2 and 4 hosts (one rank each) at 1 and
 cluster's mpirun and predicted with --hosts H --ranks-per-host 1 and the
 inter-host link fitted from COMM_REPS (3) `bench comm` runs on that cluster
 (--calibrate-inter: each size's median) and the profile scaled by the
-machine's drift (one rank alone on the host, measured just before each
-model's runs on each cluster, against the same run in the host's part). CLUSTER_ONLY=1 measures only the cluster, with the
+machine's drift (one rank alone on the host, measured just before and
+after each model's runs on each cluster, the best, against the same run in the host's part). CLUSTER_ONLY=1 measures only the cluster, with the
 profiles already in OUT/inputs; REPREDICT=1 measures nothing.
 
 Writes OUT/validation.md, OUT/validation.json and OUT/predicted_vs_measured.png.
@@ -235,16 +235,20 @@ def cluster_comm(name, hosts, path):
 def cluster_model(model, name, link, hosts, comm_file):
     mflags, batch, steps = MODELS[model]
     runs = []
-    # The machine's speed now: one rank alone on the host, just before this
-    # model's runs on this cluster (a shared machine drifts by 10-15% over
-    # the hour the validation takes: run 8 measured mnist-large's single
-    # step at 97 ms and, 40 minutes later, dp on 2 namespace hosts at 94).
-    single = 0.0
-    # As the host's single rank: best of REPS, or MIN_REPS (run 15's
-    # best of 2 for mnist-large on 4 hosts at 10 Gbit/s read the machine 12%
-    # slow, then its 4 runs there came 5-18% under the prediction).
-    for _ in range(max(REPS, MIN_REPS.get(model, 0))):
-        single = max(single, bench_step(model, mflags, batch, steps, 1, ["--parallel", "none"]))
+    # The machine's speed now: one rank alone on the host, just before and
+    # just after this model's runs on this cluster, the best of them (a
+    # shared machine drifts by 10-15% over the hour the validation takes:
+    # run 8 measured mnist-large's single step at 97 ms and, 40 minutes
+    # later, dp on 2 namespace hosts at 94; but a reading from one moment
+    # can catch a slow one: run 16's best of 3 before mnist-large's rows on
+    # 2 hosts at 1 Gbit/s read the machine 29% slow, and all 4 of its rows
+    # came 7-25% under the prediction). Each reading as the host's single
+    # row: best of REPS, or MIN_REPS.
+    def speed():
+        return max(bench_step(model, mflags, batch, steps, 1, ["--parallel", "none"])
+                   for _ in range(max(REPS, MIN_REPS.get(model, 0))))
+
+    before = speed()
     for config, flags, mult in CLUSTER_CONFIGS[hosts]:
         best = 0.0
         for _ in range(max(CLUSTER_REPS, MIN_REPS.get(model, 1))):
@@ -257,10 +261,13 @@ def cluster_model(model, name, link, hosts, comm_file):
                 print("  %s %s: %s" % (link, config, e), file=sys.stderr)
         if best > 0:
             runs.append({"model": model, "config": config, "hosts": hosts, "link": link,
-                         "flags": flags, "mult": mult, "best": best, "single": single,
+                         "flags": flags, "mult": mult, "best": best,
                          "comm": os.path.basename(comm_file)})
             print("  %s, %d hosts at %s: %.2f samples/s" % (config, hosts, link, best),
                   file=sys.stderr)
+    single = max(before, speed())
+    for r in runs:
+        r["single"] = single
     return runs
 
 
