@@ -197,14 +197,7 @@ def cluster_measure(inputs, measured):
     `bench comm` run on the same cluster (the inter-host link's fit).
     Written to inputs/cluster.json ("comm": that run's file, inside inputs)."""
     runs = []
-    # Unshaped links between 2 hosts, a core each: what TCP costs the cores
-    # (--calibrate-cpu; with more hosts than cores the figure would hold the
-    # contention that the model adds itself).
-    name = cluster("up", "2", "--slots", "1", "--rate", "none")
-    try:
-        cluster_comm(name, 2, os.path.join(inputs, "comm-unshaped-2hosts.jsonl"))
-    finally:
-        cluster("down", "--name", name)
+    unshaped_comm(inputs, "w")
     for link in CLUSTER_RATES:
         for hosts in CLUSTER_HOSTS:
             name = cluster("up", str(hosts), "--slots", "1", "--rate", link)
@@ -217,15 +210,31 @@ def cluster_measure(inputs, measured):
                 cluster("down", "--name", name)
             with open(os.path.join(inputs, "cluster.json"), "w") as f:
                 json.dump(runs, f, indent=1)
+    unshaped_comm(inputs, "a")
     return runs
 
 
-def cluster_comm(name, hosts, path):
+def unshaped_comm(inputs, mode):
+    """Unshaped links between 2 hosts, a core each: what TCP costs the cores
+    (--calibrate-cpu; with more hosts than cores the figure would hold the
+    contention that the model adds itself). Run before the cluster's rows
+    ("w") and again after them ("a"): simulate takes each size's fastest,
+    as the drift reading takes the best of before and after (run 16's
+    before read 1.04 GB/s where run 15's read 1.58, and over-predicted 3
+    rows wire-bound on the cores by 18-35%)."""
+    name = cluster("up", "2", "--slots", "1", "--rate", "none")
+    try:
+        cluster_comm(name, 2, os.path.join(inputs, "comm-unshaped-2hosts.jsonl"), mode)
+    finally:
+        cluster("down", "--name", name)
+
+
+def cluster_comm(name, hosts, path, mode="w"):
     """COMM_REPS `bench comm` runs across the cluster `name` (every column,
     one-way included) into path, one JSON line each: `cohort simulate` fits
     each size's median over them (exchanges over the shaped links run at
     80 or 120 MB/s at 1 Gbit/s, by message size and from run to run)."""
-    with open(path, "w") as f:
+    with open(path, mode) as f:
         for _ in range(COMM_REPS):
             f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
                          "bench", "comm", "--peer", "none", "--max-bytes", str(256 << 20),
