@@ -158,88 +158,140 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   return r;
 }
 
-// ZeRO stage 3: every layer's parameters gathered before it runs, forward
-// and backward (the last layer stays between them), the next one's gather
-// queued as a layer starts; gradient buckets reduce-scattered on the same
-// queue; each rank steps its shard, nothing gathered after. The gathers and
+// ZeRO stage 3 (parallel/zero_layers.h): each unit's parameters gathered
+// before it runs, forward and backward (the last unit stays between them).
+// A unit is a layer, or each leaf of a layer larger than a bucket. As a unit
+// starts, the next one's gather is queued: one unit of lookahead, so after
+// a leaf with no compute to speak of (a norm between two convolutions) the
+// next gather is exposed whole (cifar-resnet50 on 2 hosts at 1 Gbit/s: the
+// gather queue idled 0.70-0.74 s of a 3.0 s step, where whole layers of
+// lookahead left it 0.37 idle and under-predicted the step 11-15%, runs
+// 10-16). Gradient buckets are reduce-scattered on the same queue; each
+// rank steps its shard, nothing gathered after. The gathers and
 // reduce-scatters follow the arena's blocks as parallel/shards.cpp does: a
-// layer inside one rank's block is sent whole by that rank to every other.
-// Each gather lands in pages released after the layer's last use: refilling
+// unit inside one rank's block is sent whole by that rank to every other.
+// Each gather lands in pages released after the unit's last use: refilling
 // them (Profile::refill) is the rank's own CPU work, on its compute's clock.
-// The units ZeRO-3 gathers layer i in (parallel/zero_layers.h): the layer,
-// or each of its leaves when it holds more than a bucket; {begin, end}.
-std::vector<std::pair<int64_t, int64_t>> zero3_units(const Profile& p, size_t i, int64_t begin,
-                                                     double bucket_mb) {
-  const LayerCost& l = p.layers[i];
-  if (l.params <= bucket_elems(bucket_mb) || l.leaves.size() < 2) return {{begin, begin + l.params}};
-  std::vector<std::pair<int64_t, int64_t>> units;
-  for (int64_t n : l.leaves) {
-    units.push_back({begin, begin + n});
-    begin += n;
+struct Zero3Unit {
+  int64_t begin = 0, end = 0;  // parameters, as arena offsets
+  double forward = 0, backward = 0;  // seconds, unslowed
+};
+
+// The units in forward order. A leaf's share of its layer's time is its
+// share of the parameters (a convolution's or a matmul's work is its
+// weights times the positions it slides over, the same for the leaves of
+// one layer at one resolution; a norm's is next to nothing).
+std::vector<Zero3Unit> zero3_units(const Profile& p, double bucket_mb) {
+  std::vector<Zero3Unit> units;
+  int64_t begin = 0;
+  for (const LayerCost& l : p.layers) {
+    if (l.params <= bucket_elems(bucket_mb) || l.leaves.size() < 2) {
+      units.push_back({begin, begin + l.params, l.forward, l.backward});
+    } else {
+      for (int64_t n : l.leaves) {
+        const double share = double(n) / double(l.params);
+        units.push_back({begin, begin + n, l.forward * share, l.backward * share});
+        begin += n;
+      }
+      continue;
+    }
+    begin += l.params;
   }
   return units;
 }
 
+// A ZeRO-3 rank's two clocks: its compute and its communication queue, each
+// interval kept. What a queued message costs the cores slows the compute
+// only for the share of it that overlaps the rank's computing: the rest
+// falls in the waits, when the rank's core has nothing else to do.
+class Zero3Clocks {
+ public:
+  // Queues an op of `wire` seconds, not before `at`; returns its end.
+  double queue(double at, double wire, double cores) {
+    const double b = std::max(free_, at);
+    free_ = b + wire;
+    ops_.push_back({b, free_, cores});
+    return free_;
+  }
+  // Computes `secs` from `start` (the unit's inputs and parameters ready).
+  double compute(double start, double secs) {
+    spans_.push_back({start, start + secs, 0});
+    return start + secs;
+  }
+  double free() const { return free_; }
+  // The cores' work on messages that overlaps computing.
+  double overlapping() const {
+    double sum = 0;
+    size_t c = 0;
+    for (const Span& op : ops_) {
+      while (c < spans_.size() && spans_[c].end <= op.begin) ++c;
+      double over = 0;
+      for (size_t k = c; k < spans_.size() && spans_[k].begin < op.end; ++k)
+        over += std::min(op.end, spans_[k].end) - std::max(op.begin, spans_[k].begin);
+      if (op.end > op.begin) sum += op.cores * std::max(0.0, over) / (op.end - op.begin);
+    }
+    return sum;
+  }
+
+ private:
+  struct Span {
+    double begin, end, cores;
+  };
+  std::vector<Span> ops_, spans_;
+  double free_ = 0;
+};
+
 Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
                  const Group& g, double f) {
-  const size_t n = p.layers.size();
+  const auto units = zero3_units(p, plan.bucket_mb);
+  const size_t n = units.size();
   std::vector<double> gather(n), fill(n), copy(n);
-  const auto off = param_offsets(p);
   const int64_t total = p.params();
   for (size_t i = 0; i < n; ++i) {
-    // A layer's units are gathered one after another on the queue: each from
-    // the ranks whose blocks it falls in.
-    for (auto [b, e] : zero3_units(p, i, off[i], plan.bucket_mb)) {
-      const auto parts = block_parts(b, e, total, g.count);
-      gather[i] += shard_gather_time(t, g, parts);
-      copy[i] += shard_gather_time(cpu, g, parts);
-    }
-    fill[i] = p.refill * 4.0 * double(p.layers[i].params) * f;
+    const auto parts = block_parts(units[i].begin, units[i].end, total, g.count);
+    gather[i] = shard_gather_time(t, g, parts);
+    // The owner sends n-1 copies, every other rank takes one in: 2/n of the
+    // owner's work per rank, on average.
+    copy[i] = shard_gather_time(cpu, g, parts) * 2.0 / g.count;
+    fill[i] = p.refill * 4.0 * double(units[i].end - units[i].begin) * f;
   }
   const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
-  double clock = 0, free = 0, compute = 0, moved = 0;
+  Zero3Clocks z;
+  double clock = 0, compute = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     std::vector<double> ready(n, 0);
-    free = std::max(free, clock);
-    ready[0] = free = free + gather[0];
-    moved += copy[0];
+    ready[0] = z.queue(clock, gather[0], copy[0]);
     for (size_t i = 0; i < n; ++i) {
       const double start = std::max(clock, ready[i]);
-      if (i + 1 < n) {
-        ready[i + 1] = free = std::max(free, start) + gather[i + 1];
-        moved += copy[i + 1];
-      }
-      clock = start + fill[i] + p.layers[i].forward * f;
-      compute += fill[i] + p.layers[i].forward * f;
+      if (i + 1 < n) ready[i + 1] = z.queue(start, gather[i + 1], copy[i + 1]);
+      clock = z.compute(start, fill[i] + units[i].forward * f);
+      compute += fill[i] + units[i].forward * f;
     }
     std::fill(ready.begin(), ready.end(), 0.0);
     double bucket = 0;
-    int64_t top = total;  // the bucket is [off[i], top)
+    int64_t top = total;  // the bucket is [units[i].begin, top)
     for (size_t i = n; i-- > 0;) {
       const double start = std::max(clock, ready[i]);
-      if (i > 0) {
-        ready[i - 1] = free = std::max(free, start) + gather[i - 1];
-        moved += copy[i - 1];
-      }
-      const double refilled = i + 1 < n ? fill[i] : 0.0;  // the last layer stayed
-      clock = start + refilled + p.layers[i].backward * f;
-      compute += refilled + p.layers[i].backward * f;
-      bucket += double(p.layers[i].params);
+      if (i > 0) ready[i - 1] = z.queue(start, gather[i - 1], copy[i - 1]);
+      const double refilled = i + 1 < n ? fill[i] : 0.0;  // the last unit stayed
+      clock = z.compute(start, refilled + units[i].backward * f);
+      compute += refilled + units[i].backward * f;
+      bucket += double(units[i].end - units[i].begin);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
-        const auto parts = block_parts(off[i], top, total, g.count);
-        free = std::max(free, clock) + shard_reduce_scatter_time(t, g, parts);
-        moved += shard_reduce_scatter_time(cpu, g, parts);
+        const auto parts = block_parts(units[i].begin, top, total, g.count);
+        z.queue(clock, shard_reduce_scatter_time(t, g, parts),
+                shard_reduce_scatter_time(cpu, g, parts));
         bucket = 0;
-        top = off[i];
+        top = units[i].begin;
       }
     }
   }
   const double opt = p.optimizer * f / g.count;
   Prediction r;
   r.compute = compute + opt;
-  r.step = std::max(clock, free) + opt;
+  r.step = std::max(clock, z.free()) + opt;
   r.comm = r.step - r.compute;
-  r.copies = one_machine(t, plan) ? moved : 0;
+  r.copies = one_machine(t, plan) ? z.overlapping() : 0;
   return r;
 }
 

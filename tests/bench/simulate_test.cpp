@@ -440,7 +440,8 @@ TEST(SimModel, ZeroThreeGathersTheLeavesOfALayerLargerThanABucketOneByOne) {
   // straddles the two ranks' blocks. Whole, half of it comes from each owner
   // at once; as two leaves of 2^19, each inside one block, each owner sends
   // its leaf alone, one after the other: one more gather of 2^19 floats,
-  // forward and backward (parallel/zero_layers.h).
+  // forward and backward, and one more reduce-scatter, since each leaf's
+  // gradients fill a bucket of their own (parallel/zero_layers.h).
   Profile p = uniform(3, 1 << 20);
   for (auto& l : p.layers) l.forward = l.backward = 0;
   p.optimizer = 0;
@@ -453,12 +454,58 @@ TEST(SimModel, ZeroThreeGathersTheLeavesOfALayerLargerThanABucketOneByOne) {
   const Topology t = one_host(2, alpha, bw);
   const double whole = predict(p, plan, t).step;
   p.layers[1].leaves = {1 << 19, 1 << 19};
-  EXPECT_NEAR(predict(p, plan, t).step - whole, 2 * (alpha + 4.0 * (1 << 19) / bw), 1e-12);
+  EXPECT_NEAR(predict(p, plan, t).step - whole, 3 * (alpha + 4.0 * (1 << 19) / bw), 1e-12);
   // In 8 MB buckets (2^21 elements) the layer stays whole.
   plan.bucket_mb = 8;
   const double fits = predict(p, plan, t).step;
   p.layers[1].leaves.clear();
   EXPECT_NEAR(predict(p, plan, t).step, fits, 1e-12);
+}
+
+// A ZeRO-3 plan on 2 ranks of one host, in 1 MB buckets, no contention and
+// no optimizer, over an instant-latency link of 1 GB/s.
+std::pair<Plan, Topology> zero3_on_two() {
+  Plan plan;
+  plan.parallel = "zero";
+  plan.zero_stage = 3;
+  plan.batch = 8;
+  plan.bucket_mb = 1;
+  return {plan, one_host(2, 0, 1e9)};
+}
+
+TEST(SimModel, ZeroThreeLooksOneUnitAhead) {
+  // One layer of leaves {2^19, 16, 2^19}: the second large leaf's gather is
+  // queued only as the norm-sized leaf starts, after the first large one's
+  // compute, so it cannot hide under it, as it does with leaves {2^19, 2^19}
+  // (parallel/zero_layers.cpp). Backward has no compute: its gathers are
+  // exposed either way. The difference: one gather of 2^19 floats.
+  auto [plan, t] = zero3_on_two();
+  Profile p = uniform(1, (1 << 20) + 16);
+  p.optimizer = 0;
+  p.layers[0].forward = 0.1;  // each large leaf 50 ms, its gather 2.1 ms
+  p.layers[0].backward = 0;
+  p.layers[0].leaves = {1 << 19, 16, 1 << 19};
+  const double stalled = predict(p, plan, t).step;
+  p.layers[0].params = 1 << 20;
+  p.layers[0].leaves = {1 << 19, 1 << 19};
+  const double hidden = predict(p, plan, t).step;
+  const double gather = 4.0 * (1 << 19) / 1e9;
+  EXPECT_NEAR(stalled - hidden, gather, 0.01 * gather);
+}
+
+TEST(SimModel, ZeroThreeCountsTheCoresWorkThatOverlapsCompute) {
+  // Two layers of 2^20 parameters, forward 1 s each, no backward compute:
+  // the second layer's gather (4 ms) runs under the first one's forward,
+  // every other gather and reduce-scatter while the rank waits. Only the
+  // first counts toward contention: on one host the cores' work is the
+  // gather itself.
+  auto [plan, t] = zero3_on_two();
+  Profile p = uniform(2, 1 << 20);
+  p.optimizer = 0;
+  for (auto& l : p.layers) l.backward = 0;
+  const Prediction r = predict(p, plan, t);
+  const double gather = 4.0 * (1 << 20) / 1e9;
+  EXPECT_NEAR(r.copies, gather, 1e-9);
 }
 
 TEST(SimModel, ZeroOneAndTwoRefillTheGradientsOutsideTheShard) {
