@@ -187,15 +187,14 @@ std::vector<Zero3Unit> zero3_units(const Profile& p, double bucket_mb) {
   for (const LayerCost& l : p.layers) {
     if (l.params <= bucket_elems(bucket_mb) || l.leaves.size() < 2) {
       units.push_back({begin, begin + l.params, l.forward, l.backward});
-    } else {
-      for (int64_t n : l.leaves) {
-        const double share = double(n) / double(l.params);
-        units.push_back({begin, begin + n, l.forward * share, l.backward * share});
-        begin += n;
-      }
+      begin += l.params;
       continue;
     }
-    begin += l.params;
+    for (int64_t n : l.leaves) {
+      const double share = double(n) / double(l.params);
+      units.push_back({begin, begin + n, l.forward * share, l.backward * share});
+      begin += n;
+    }
   }
   return units;
 }
@@ -216,9 +215,11 @@ class Zero3Clocks {
   // Computes `secs` from `start` (the unit's inputs and parameters ready).
   double compute(double start, double secs) {
     spans_.push_back({start, start + secs, 0});
+    computed_ += secs;
     return start + secs;
   }
   double free() const { return free_; }
+  double computed() const { return computed_; }  // the compute's seconds, all told
   // The cores' work on messages that overlaps computing.
   double overlapping() const {
     double sum = 0;
@@ -238,7 +239,7 @@ class Zero3Clocks {
     double begin, end, cores;
   };
   std::vector<Span> ops_, spans_;
-  double free_ = 0;
+  double free_ = 0, computed_ = 0;
 };
 
 Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
@@ -257,7 +258,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   }
   const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
   Zero3Clocks z;
-  double clock = 0, compute = 0;
+  double clock = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     std::vector<double> ready(n, 0);
     ready[0] = z.queue(clock, gather[0], copy[0]);
@@ -265,7 +266,6 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
       const double start = std::max(clock, ready[i]);
       if (i + 1 < n) ready[i + 1] = z.queue(start, gather[i + 1], copy[i + 1]);
       clock = z.compute(start, fill[i] + units[i].forward * f);
-      compute += fill[i] + units[i].forward * f;
     }
     std::fill(ready.begin(), ready.end(), 0.0);
     double bucket = 0;
@@ -275,7 +275,6 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
       if (i > 0) ready[i - 1] = z.queue(start, gather[i - 1], copy[i - 1]);
       const double refilled = i + 1 < n ? fill[i] : 0.0;  // the last unit stayed
       clock = z.compute(start, refilled + units[i].backward * f);
-      compute += refilled + units[i].backward * f;
       bucket += double(units[i].end - units[i].begin);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
         const auto parts = block_parts(units[i].begin, top, total, g.count);
@@ -288,7 +287,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   }
   const double opt = p.optimizer * f / g.count;
   Prediction r;
-  r.compute = compute + opt;
+  r.compute = z.computed() + opt;
   r.step = std::max(clock, z.free()) + opt;
   r.comm = r.step - r.compute;
   r.copies = one_machine(t, plan) ? z.overlapping() : 0;
