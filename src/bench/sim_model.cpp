@@ -161,12 +161,13 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // ZeRO stage 3 (parallel/zero_layers.h): each unit's parameters gathered
 // before it runs, forward and backward (the last unit stays between them).
 // A unit is a layer, or each leaf of a layer larger than a bucket. As a unit
-// starts, the next one's gather is queued: one unit of lookahead, so after
-// a leaf with no compute to speak of (a norm between two convolutions) the
-// next gather is exposed whole (cifar-resnet50 on 2 hosts at 1 Gbit/s: the
-// gather queue idled 0.70-0.74 s of a 3.0 s step, where whole layers of
-// lookahead left it 0.37 idle and under-predicted the step 11-15%, runs
-// 10-16). Gradient buckets are reduce-scattered on the same queue; each
+// starts, the gathers of the units after it are queued until they hold
+// --prefetch-mb (at least the next one's); with one unit of lookahead
+// (before session 23), after a leaf with no compute to speak of (a norm
+// between two convolutions) the next gather was exposed whole
+// (cifar-resnet50 on 2 hosts at 1 Gbit/s: the gather queue idled 0.70-0.74
+// s of a 3.0 s step, where whole layers of lookahead left it 0.37 idle and
+// under-predicted the step 11-15%, runs 10-16). Gradient buckets are reduce-scattered on the same queue; each
 // rank steps its shard, nothing gathered after. The gathers and
 // reduce-scatters follow the arena's blocks as parallel/shards.cpp does: a
 // unit inside one rank's block is sent whole by that rank to every other.
@@ -257,22 +258,38 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
     fill[i] = p.refill * 4.0 * double(units[i].end - units[i].begin) * f;
   }
   const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
+  const double budget = std::max(1.0, plan.prefetch_mb * (1 << 20) / 4);
   Zero3Clocks z;
   double clock = 0;
+  // Queues the gathers after unit i in the pass's order (step +1 or -1)
+  // not yet queued, as ZeroLayers::prefetch does, at `at`.
+  std::vector<bool> queued(n);
+  std::vector<double> ready(n);
+  const auto prefetch = [&](size_t i, int step, double at) {
+    double ahead = 0;
+    for (size_t j = i + size_t(step); j < n && ahead < budget; j += size_t(step)) {
+      if (!queued[j]) ready[j] = z.queue(at, gather[j], copy[j]);
+      queued[j] = true;
+      ahead += double(units[j].end - units[j].begin);
+    }
+  };
   for (int micro = 0; micro < plan.accumulate; ++micro) {
-    std::vector<double> ready(n, 0);
+    std::fill(queued.begin(), queued.end(), false);
     ready[0] = z.queue(clock, gather[0], copy[0]);
+    queued[0] = true;
     for (size_t i = 0; i < n; ++i) {
       const double start = std::max(clock, ready[i]);
-      if (i + 1 < n) ready[i + 1] = z.queue(start, gather[i + 1], copy[i + 1]);
+      prefetch(i, +1, start);
       clock = z.compute(start, fill[i] + units[i].forward * f);
     }
-    std::fill(ready.begin(), ready.end(), 0.0);
+    std::fill(queued.begin(), queued.end(), false);
+    queued[n - 1] = true;  // the last unit stays from its forward
+    ready[n - 1] = 0;
     double bucket = 0;
     int64_t top = total;  // the bucket is [units[i].begin, top)
     for (size_t i = n; i-- > 0;) {
       const double start = std::max(clock, ready[i]);
-      if (i > 0) ready[i - 1] = z.queue(start, gather[i - 1], copy[i - 1]);
+      prefetch(i, -1, start);
       const double refilled = i + 1 < n ? fill[i] : 0.0;  // the last unit stayed
       clock = z.compute(start, refilled + units[i].backward * f);
       bucket += double(units[i].end - units[i].begin);

@@ -36,6 +36,8 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--servers", c.plan.servers, "parameter-server ranks (ps)");
   app.add_option("--ps-mode", c.ps_mode, "sync | async (ps)");
   app.add_option("--zero-stage", c.plan.zero_stage, "1 | 2 | 3 (zero)");
+  app.add_option("--prefetch-mb", c.plan.prefetch_mb,
+                 "stage 3: MiB of parameters gathered ahead (zero; default 25)");
   app.add_option("--precision", c.precision, "fp32 | bf16: the bytes of activations sent between stages");
   app.add_option("--hosts", c.hosts, "hosts");
   app.add_option("--ranks-per-host", c.ranks_per_host, "ranks on each host");
@@ -142,6 +144,8 @@ sim::Topology resolve(SimulateConfig& c) {
       throw InputError("--contention: '" + item + "' is not K:FACTOR");
     }
   }
+  COHORT_INPUT_CHECK(c.plan.prefetch_mb >= 0, "--prefetch-mb must be 0 or more, got ",
+                     c.plan.prefetch_mb);
   COHORT_INPUT_CHECK(c.hosts >= 1, "--hosts must be at least 1, got ", c.hosts);
   COHORT_INPUT_CHECK(c.ranks_per_host >= 1, "--ranks-per-host must be at least 1, got ", c.ranks_per_host);
   COHORT_INPUT_CHECK(c.threads >= 0, "--threads must be at least 0, got ", c.threads);

@@ -36,7 +36,7 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
   // bf16 on the wire: the shard's gradients at 2 bytes.
   if (precision.grad_comm == DType::kBF16 && comm.size() > 1)
     low_grads_ = std::make_unique<Bf16GradShard>(layout_, comm.rank());
-  layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
+  layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb, cfg.prefetch_mb,
                                          zero_streams_rows(precision.compute), replica_.get(),
                                          low_grads_.get());
   model.set_layer_hooks(layers_.get());
@@ -263,18 +263,28 @@ class ZeroFamily final : public StrategyFamily {
   }
   void add_flags(CLI::App& app) override {
     app.add_option("--zero-stage", stage_, "1 | 2 | 3: what ZeRO shards over ranks (zero)");
+    app.add_option("--prefetch-mb", prefetch_mb_,
+                   "stage 3: MiB of parameters gathered ahead of the layer computing, at least "
+                   "the next layer's (zero; default 25)");
   }
   void validate() const override {
     COHORT_INPUT_CHECK(stage_ >= 1 && stage_ <= 3, "--zero-stage must be 1, 2 or 3, got ", stage_);
+    COHORT_INPUT_CHECK(prefetch_mb_ >= 0, "--prefetch-mb must be 0 or more, got ", prefetch_mb_);
   }
-  void describe(std::ostream& os) const override { os << "--zero-stage " << stage_ << "\n"; }
-  void export_flags(RunSettings& run) const override { run.zero_stage = stage_; }
+  void describe(std::ostream& os) const override {
+    os << "--zero-stage " << stage_ << "\n--prefetch-mb " << prefetch_mb_ << "\n";
+  }
+  void export_flags(RunSettings& run) const override {
+    run.zero_stage = stage_;
+    run.prefetch_mb = prefetch_mb_;
+  }
   std::unique_ptr<Strategy> make(const std::string&, StrategyArgs& a) const override {
     COHORT_INPUT_CHECK(a.comm, "--parallel zero needs ranks: start with mpirun or --workers N");
     ZeroConfig cfg;
     cfg.stage = stage_;
     cfg.accumulate = a.run.accumulate;
     cfg.bucket_mb = a.run.bucket_mb;  // --bucket-mb, DeepSpeed's reduce_bucket_size
+    cfg.prefetch_mb = prefetch_mb_;
     return std::make_unique<Zero>(*a.comm, a.model, a.opt, cfg, a.run.seed, a.run.clip_norm,
                                   a.run.precision);
   }
@@ -318,6 +328,7 @@ class ZeroFamily final : public StrategyFamily {
 
  private:
   int stage_ = 1;
+  double prefetch_mb_ = 25;
 };
 
 }  // namespace

@@ -51,6 +51,9 @@ struct ZeroConfig {
   int stage = 1;          // 1: optimizer state sharded; 2: gradients too; 3: parameters too
   int accumulate = 1;     // micro-batches per optimizer step
   double bucket_mb = 25;  // gradient buckets, reduced as backward fills them
+  // Stage 3: parameters gathered ahead of the unit computing (at least the
+  // next unit's), DeepSpeed's stage3_prefetch_bucket_size.
+  double prefetch_mb = 25;
 };
 
 class Zero final : public Strategy {

@@ -8,8 +8,9 @@
 //   parameters (stage 3; stages 1 and 2 at bf16, widened from a 2-byte copy
 //     instead of gathered: zero_replica.h): between steps a rank holds its
 //     shard only. Before
-//     layer i runs (forward or backward) its ranges are gathered, and layer
-//     i+1's (i-1's in backward) are queued to arrive while i computes; after
+//     layer i runs (forward or backward) its ranges are gathered, and the
+//     units after it (before it in backward) are queued to arrive while i
+//     computes, until they hold --prefetch-mb (at least the next); after
 //     it runs the pages not in the shard are returned. The last layer stays
 //     from its forward to its backward. A top-level layer larger than a
 //     gradient bucket (a transformer block) is split: the unit of
@@ -57,7 +58,8 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   // bucket is rounded to bf16 as it is queued (its f32 pages returned at
   // once), reduce-scattered at 2 bytes and its shard's part added there.
   ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLayout& layout, int stage,
-             double bucket_mb, bool stream_rows, const Bf16Replica* replica = nullptr,
+             double bucket_mb, double prefetch_mb, bool stream_rows,
+             const Bf16Replica* replica = nullptr,
              Bf16GradShard* low_grads = nullptr);
 
   // After each backward: queues the last bucket, waits for every task and
@@ -112,6 +114,7 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   void unit_before_backward(size_t u);
   void unit_after_backward(size_t u);
   void fetch(size_t u);
+  void prefetch(size_t u, int step);
   void wait_for(size_t u);
   void drop(size_t u, const nn::Ranges& keep);
   void add_grads(int64_t b, int64_t e);
@@ -123,7 +126,9 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   // bf16 on the wire: the bucket filling, rounded as its parts arrive.
   void start_stage(int64_t first);
   void stage(int64_t b, int64_t e);
+  int64_t size(size_t u) const;  // its parameters, in elements
   int64_t held() const;
+  nn::Ranges held_ranges(size_t except) const;  // every unit's held but `except`
   void wait_reductions();
   // The gradient pages of reduced buckets outside the shard, returned by the
   // compute thread: all of them (wait), or those whose reduction has ended.
@@ -148,6 +153,7 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   bool last_only_;  // stage 1: only the step's last micro-batch reduces
   bool armed_ = true;
   int64_t bucket_;
+  int64_t prefetch_;  // elements of parameters gathered ahead of the unit computing
   std::vector<Unit> units_;                 // in forward order
   std::vector<size_t> layer_unit_;          // per top-level layer: its (first) unit
   std::vector<bool> split_;                 // per top-level layer: gathered per leaf

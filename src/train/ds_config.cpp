@@ -348,9 +348,13 @@ struct Reader {
   // 3 gathers whole top-level layers, one ahead of the layer computing, and
   // frees each after use, so the knobs are read, checked and noted.
   void stage3(Section& z) {
-    const char* how = "noted: cohort's stage 3 gathers whole layers one layer ahead of compute";
-    for (const char* k : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-                          "stage3_max_live_parameters", "stage3_max_reuse_distance"})
+    // DeepSpeed counts the prefetch in elements, --prefetch-mb in MiB of f32.
+    if (const auto pf = z.number("stage3_prefetch_bucket_size", 0, kInf, "0 or more"))
+      if (free("--prefetch-mb"))
+        strategy_args.push_back(detail::concat("--prefetch-mb ", *pf * 4 / (1 << 20)));
+    const char* how = "noted: cohort's stage 3 gathers whole layers, or their leaves, and frees each after use";
+    for (const char* k : {"stage3_param_persistence_threshold", "stage3_max_live_parameters",
+                          "stage3_max_reuse_distance"})
       if (z.number(k, 0, kInf, "0 or more")) note(detail::concat("zero_optimization.", k, ": ", how));
     if (z.boolean("stage3_gather_16bit_weights_on_model_save"))
       note(

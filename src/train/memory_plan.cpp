@@ -97,8 +97,11 @@ MemoryEstimate estimate_memory(const ModelFigures& m, const MemoryPlanInputs& in
   // Stage 1 keeps its shard of each all-reduced bucket, unless micro-batches
   // add up whole gradients (zero.h).
   const bool shard_grads = stage >= 2 || (stage == 1 && in.accumulate == 1);
+  // Stage 3 also holds the units gathered ahead: up to the prefetch budget
+  // beyond the two largest (zero_layers.h).
+  const double ahead = stage == 3 && !replica ? std::min(in.prefetch_mb * kMiB, 4 * psi) : 0;
   if (stage == 3 || replica) {  // the copy holds every element but the shard's
-    e.parameters = 4 * psi / n + 4 * ws + (replica ? 2 * psi - 2 * psi / n : 0);
+    e.parameters = 4 * psi / n + 4 * ws + ahead + (replica ? 2 * psi - 2 * psi / n : 0);
   } else {
     e.parameters = 4 * psi;
   }
@@ -187,6 +190,7 @@ MemoryPlanInputs plan_inputs(const TrainConfig& cfg, const RunSettings& settings
   in.grad_comm = settings.precision.grad_comm;
   in.accumulate = settings.accumulate;
   in.bucket_mb = settings.bucket_mb;
+  in.prefetch_mb = settings.prefetch_mb;
   return in;
 }
 

@@ -473,10 +473,12 @@ std::pair<Plan, Topology> zero3_on_two() {
   return {plan, one_host(2, 0, 1e9)};
 }
 
-TEST(SimModel, ZeroThreeLooksOneUnitAhead) {
-  // One layer of leaves {2^19, 16, 2^19}: the second large leaf's gather is
-  // queued only as the norm-sized leaf starts, after the first large one's
-  // compute, so it cannot hide under it, as it does with leaves {2^19, 2^19}
+TEST(SimModel, ZeroThreeGathersAheadUpToThePrefetchBudget) {
+  // One layer of leaves {2^19, 16, 2^19}. One unit ahead (--prefetch-mb 0),
+  // the second large leaf's gather is queued only as the norm-sized leaf
+  // starts, after the first large one's compute, so it cannot hide under it,
+  // as it does with leaves {2^19, 2^19}; with 1 MiB ahead (2^18 floats, more
+  // than the norm) it is queued as the first leaf starts, and hides
   // (parallel/zero_layers.cpp). Backward has no compute: its gathers are
   // exposed either way. The difference: one gather of 2^19 floats.
   auto [plan, t] = zero3_on_two();
@@ -485,12 +487,17 @@ TEST(SimModel, ZeroThreeLooksOneUnitAhead) {
   p.layers[0].forward = 0.1;  // each large leaf 50 ms, its gather 2.1 ms
   p.layers[0].backward = 0;
   p.layers[0].leaves = {1 << 19, 16, 1 << 19};
+  plan.prefetch_mb = 0;
   const double stalled = predict(p, plan, t).step;
+  plan.prefetch_mb = 1;
+  const double ahead = predict(p, plan, t).step;
   p.layers[0].params = 1 << 20;
   p.layers[0].leaves = {1 << 19, 1 << 19};
+  plan.prefetch_mb = 0;
   const double hidden = predict(p, plan, t).step;
   const double gather = 4.0 * (1 << 19) / 1e9;
   EXPECT_NEAR(stalled - hidden, gather, 0.01 * gather);
+  EXPECT_NEAR(ahead, hidden, 0.01 * gather);
 }
 
 TEST(SimModel, ZeroThreeCountsTheCoresWorkThatOverlapsCompute) {

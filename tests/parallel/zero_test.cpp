@@ -263,22 +263,25 @@ TEST(Zero, TransformerAtF32StreamsTheVocabularyMatrixAndMatchesDataParallel) {
   fs::remove_all(d);
 }
 
-// What each rank holds, on 4 ranks of gpt2-tiny with small buckets: Adam's
+// What each rank holds, on 4 ranks of gpt2-tiny with small buckets (and,
+// but for the last run, stage 3 prefetching only the next unit): Adam's
 // state for its shard only (8 bytes a parameter); stages 1 and 2 the whole
 // f32 weights, its shard's gradients and the buckets in flight; stage 3 also
 // only its shard's parameters and the units gathered at once (a block's
 // leaves: blocks are larger than a bucket); at bf16, stages 1 and 2 a bf16
 // copy and the shard's f32 masters. Beside DeepSpeed's model.
 TEST(Zero, SummaryReportsTheBytesEachRankHolds) {
-  const std::string base =
+  const std::string any =
       "train --model gpt2-tiny --data text --threads 1 --optimizer adam --epochs 1 --batch 2 "
       "--limit 16 --test-limit 8 --bucket-mb 0.05";
+  const std::string base = any + " --prefetch-mb 0";
   std::vector<std::string> runs;
   for (int stage : {1, 2, 3}) runs.push_back(base + " --log jsonl" + zero_flags(stage));
   runs.push_back(base + " --log human" + zero_flags(3));  // the text report's line
   for (int stage : {1, 2}) runs.push_back(base + " --log jsonl --precision bf16" + zero_flags(stage));
   for (int stage : {1, 2, 3})
     runs.push_back(base + " --log jsonl --precision bf16 --grad-dtype bf16" + zero_flags(stage));
+  runs.push_back(any + " --log jsonl" + zero_flags(3) + " --prefetch-mb 0.1");
   const std::vector<std::string> outs = in_one_job(4, runs);
   for (int stage : {1, 2, 3}) {
     const std::string& out = outs[size_t(stage - 1)];
@@ -346,6 +349,17 @@ TEST(Zero, SummaryReportsTheBytesEachRankHolds) {
       EXPECT_LE(g, shard / 2 + 3 * 2.0 * (13107 + 16640))
           << "bf16 gradients, stage " << stage << " rank " << r;
     }
+  }
+  // Stage 3 gathering 0.1 MiB (26,214 elements) ahead: more than the next
+  // leaf at times, never more than the two leaves and the budget.
+  const auto one = last_summary(outs[0 + 2]), ahead = last_summary(outs.back());
+  ASSERT_TRUE(ahead.contains("zero")) << outs.back();
+  for (int r = 0; r < 4; ++r) {
+    const double w1 = one["zero"]["held_bytes_per_rank"]["parameters"][r].get<double>();
+    const double w = ahead["zero"]["held_bytes_per_rank"]["parameters"][r].get<double>();
+    const double shard = ahead["zero"]["held_bytes_per_rank"]["optimizer_state"][r].get<double>() / 2;
+    EXPECT_GT(w, w1) << "rank " << r << ": nothing gathered beyond the next leaf";
+    EXPECT_LE(w - shard, 4.0 * (16640 + 16448) + 0.1 * (1 << 20)) << "rank " << r;
   }
 }
 

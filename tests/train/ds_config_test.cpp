@@ -312,7 +312,8 @@ TEST(DsConfig, ZeroStagesAskForTheZeroStrategy) {
         << three.strategies->describe();
 }
 
-// DeepSpeed's stage-3 knobs are read, checked and noted; offloading is refused.
+// DeepSpeed's stage-3 knobs are read, checked and noted (the prefetch applied as
+// --prefetch-mb); offloading is refused.
 TEST(DsConfig, Stage3KnobsAreNotedAndOffloadIsRefused) {
   const TrainConfig c = applied(json::parse(R"({"zero_optimization": {"stage": 3,
     "stage3_prefetch_bucket_size": 5e8, "stage3_param_persistence_threshold": 1e6,
@@ -321,12 +322,16 @@ TEST(DsConfig, Stage3KnobsAreNotedAndOffloadIsRefused) {
     "offload_param": {"device": "none"}, "offload_optimizer": {"device": "none",
                                                               "pin_memory": true}}})"),
                                 {}, 2);
-  ASSERT_EQ(c.config_notes.size(), 5u);
-  EXPECT_NE(c.config_notes[0].find("stage3_prefetch_bucket_size: noted: cohort's stage 3 gathers "
-                                   "whole layers one layer ahead"),
+  ASSERT_EQ(c.config_notes.size(), 4u);
+  EXPECT_NE(c.config_notes[0].find("stage3_param_persistence_threshold: noted: cohort's stage 3 "
+                                   "gathers whole layers, or their leaves"),
             std::string::npos)
       << c.config_notes[0];
-  EXPECT_NE(c.config_notes[4].find("stage3_gather_16bit_weights_on_model_save"), std::string::npos);
+  EXPECT_NE(c.config_notes[3].find("stage3_gather_16bit_weights_on_model_save"), std::string::npos);
+  // The prefetch is applied: 5e8 f32 elements are 1907.3 MiB.
+  const std::string flags = c.strategies->describe();
+  if (flags.find("--zero-stage") != std::string::npos)
+    EXPECT_NE(flags.find("--prefetch-mb 1907.3"), std::string::npos) << flags;
   for (const char* key : {"offload_optimizer", "offload_param"}) {
     const std::string doc = std::string(R"({"zero_optimization": {"stage": 3, ")") + key +
                             R"(": {"device": "cpu", "pin_memory": true}}})";

@@ -31,6 +31,7 @@ MemoryPlanInputs inputs(const std::string& strategy, int stage, int ranks) {
   in.ranks = ranks;
   in.optimizer_bytes = 8;  // Adam
   in.bucket_mb = 0;
+  in.prefetch_mb = 0;
   return in;
 }
 
@@ -150,6 +151,11 @@ TEST(MemoryPlan, StageThreeStreamsTheTiedVocabularyMatrix) {
   EXPECT_DOUBLE_EQ(estimate_memory(m, f32).parameters, shard + 4.0 * double(m.working_set_streamed));
   EXPECT_DOUBLE_EQ(estimate_memory(m, bf16).parameters,
                    shard + 6.0 * double(m.working_set_streamed));
+  // The units gathered ahead (--prefetch-mb) come on top at f32.
+  MemoryPlanInputs ahead = f32;
+  ahead.prefetch_mb = 16;
+  EXPECT_DOUBLE_EQ(estimate_memory(m, ahead).parameters - estimate_memory(m, f32).parameters,
+                   16.0 * (1 << 20));
 }
 
 TEST(MemoryPlan, RefusalProposesTheLowestZeroStageThatFits) {
