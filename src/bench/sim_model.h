@@ -28,7 +28,7 @@ struct Plan {
   int servers = 1;
   bool async = false;
   int zero_stage = 1;
-  double prefetch_mb = 25;  // stage 3: parameters gathered ahead (--prefetch-mb)
+  double prefetch_mb = 4;  // stage 3: parameters gathered ahead (--prefetch-mb)
   int64_t batch = 128;  // per rank (dp, zero, ps workers); per pipeline (mp, pp, hybrid)
   int accumulate = 1;
   double activation_bytes = 4;  // per element sent between stages (bf16: 2)

@@ -37,7 +37,7 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--ps-mode", c.ps_mode, "sync | async (ps)");
   app.add_option("--zero-stage", c.plan.zero_stage, "1 | 2 | 3 (zero)");
   app.add_option("--prefetch-mb", c.plan.prefetch_mb,
-                 "stage 3: MiB of parameters gathered ahead (zero; default 25)");
+                 "stage 3: MiB of parameters gathered ahead (zero; default 4)");
   app.add_option("--precision", c.precision, "fp32 | bf16: the bytes of activations sent between stages");
   app.add_option("--hosts", c.hosts, "hosts");
   app.add_option("--ranks-per-host", c.ranks_per_host, "ranks on each host");

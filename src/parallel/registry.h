@@ -32,7 +32,7 @@ struct RunSettings {
   std::string freeze = "none";  // --freeze (nn::Model::freeze)
   int zero_stage = 1;     // --zero-stage (read under --parallel zero)
   double bucket_mb = 25;  // --bucket-mb
-  double prefetch_mb = 25;  // --prefetch-mb (zero stage 3)
+  double prefetch_mb = 4;   // --prefetch-mb (zero stage 3)
 };
 
 // What a family builds a strategy from.

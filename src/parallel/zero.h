@@ -53,7 +53,7 @@ struct ZeroConfig {
   double bucket_mb = 25;  // gradient buckets, reduced as backward fills them
   // Stage 3: parameters gathered ahead of the unit computing (at least the
   // next unit's), DeepSpeed's stage3_prefetch_bucket_size.
-  double prefetch_mb = 25;
+  double prefetch_mb = 4;
 };
 
 class Zero final : public Strategy {

@@ -50,7 +50,7 @@ struct MemoryPlanInputs {
   DType grad_comm = DType::kF32;  // --grad-dtype
   int accumulate = 1;
   double bucket_mb = 25;
-  double prefetch_mb = 25;  // stage 3's parameters gathered ahead
+  double prefetch_mb = 4;  // stage 3's parameters gathered ahead
 };
 
 // Bytes per rank, by part.
