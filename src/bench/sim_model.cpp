@@ -167,8 +167,9 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // between two convolutions) the next gather was exposed whole
 // (cifar-resnet50 on 2 hosts at 1 Gbit/s: the gather queue idled 0.70-0.74
 // s of a 3.0 s step, where whole layers of lookahead left it 0.37 idle and
-// under-predicted the step 11-15%, runs 10-16). Gradient buckets are reduce-scattered on the same queue; each
-// rank steps its shard, nothing gathered after. The gathers and
+// under-predicted the step 11-15%, runs 10-16). Gradient buckets are
+// reduce-scattered on the same queue; each rank steps its shard, nothing
+// gathered after. The gathers and
 // reduce-scatters follow the arena's blocks as parallel/shards.cpp does: a
 // unit inside one rank's block is sent whole by that rank to every other.
 // Each gather lands in pages released after the unit's last use: refilling

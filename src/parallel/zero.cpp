@@ -36,9 +36,9 @@ Zero::Zero(comm::Communicator& comm, nn::Model& model, Optimizer& opt, const Zer
   // bf16 on the wire: the shard's gradients at 2 bytes.
   if (precision.grad_comm == DType::kBF16 && comm.size() > 1)
     low_grads_ = std::make_unique<Bf16GradShard>(layout_, comm.rank());
-  layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb, cfg.prefetch_mb,
-                                         zero_streams_rows(precision.compute), replica_.get(),
-                                         low_grads_.get());
+  layers_ = std::make_unique<ZeroLayers>(comm, model, layout_, cfg.stage, cfg.bucket_mb,
+                                         cfg.prefetch_mb, zero_streams_rows(precision.compute),
+                                         replica_.get(), low_grads_.get());
   model.set_layer_hooks(layers_.get());
   // Which links cross hosts (the shards' all-gathers cut messages there):
   // found now, while every rank is here, not on a later first use.

@@ -49,7 +49,7 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLa
       gather_(stage == 3 || replica),
       last_only_(stage == 1),
       bucket_(std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)))),
-      prefetch_(int64_t(prefetch_mb * (1 << 20) / sizeof(float))),
+      prefetch_(std::max<int64_t>(1, int64_t(prefetch_mb * (1 << 20) / sizeof(float)))),
       scratch_(size_t(kShardSegment)) {
   const Arena& a = model.params();
   if (stream_rows && a.ties().size() == 1) {  // GPT-2's wte, read by the embedding and the head
@@ -99,7 +99,8 @@ int64_t ZeroLayers::held() const {
 nn::Ranges ZeroLayers::held_ranges(size_t except) const {
   nn::Ranges r;
   for (size_t u = 0; u < units_.size(); ++u)
-    if (u != except && ticket_[u]) r.insert(r.end(), units_[u].ranges.begin(), units_[u].ranges.end());
+    if (u != except && ticket_[u])
+      r.insert(r.end(), units_[u].ranges.begin(), units_[u].ranges.end());
   return r;
 }
 
@@ -112,8 +113,7 @@ nn::Ranges ZeroLayers::held_ranges(size_t except) const {
 void ZeroLayers::prefetch(size_t u, int step) {
   if (replica_) return;  // widening happens when the unit runs: nothing to queue
   int64_t ahead = 0;
-  for (size_t j = u + size_t(step); j < units_.size() && ahead < std::max<int64_t>(prefetch_, 1);
-       j += size_t(step)) {
+  for (size_t j = u + size_t(step); j < units_.size() && ahead < prefetch_; j += size_t(step)) {
     fetch(j);
     ahead += size(j);
   }

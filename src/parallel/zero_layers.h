@@ -153,7 +153,7 @@ class ZeroLayers final : public nn::LayerHooks, public nn::LeafHooks, public nn:
   bool last_only_;  // stage 1: only the step's last micro-batch reduces
   bool armed_ = true;
   int64_t bucket_;
-  int64_t prefetch_;  // elements of parameters gathered ahead of the unit computing
+  int64_t prefetch_;  // elements gathered ahead of the unit computing (at least 1: the next unit)
   std::vector<Unit> units_;                 // in forward order
   std::vector<size_t> layer_unit_;          // per top-level layer: its (first) unit
   std::vector<bool> split_;                 // per top-level layer: gathered per leaf

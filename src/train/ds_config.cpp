@@ -344,15 +344,17 @@ struct Reader {
     if (free("--zero-stage")) strategy_args.push_back(detail::concat("--zero-stage ", *stage));
   }
 
-  // DeepSpeed's example configs carry stage 3's tuning knobs; cohort's stage
-  // 3 gathers whole top-level layers, one ahead of the layer computing, and
-  // frees each after use, so the knobs are read, checked and noted.
+  // DeepSpeed's example configs carry stage 3's tuning knobs. The prefetch
+  // becomes --prefetch-mb; cohort's stage 3 gathers whole top-level layers
+  // (or their leaves) and frees each after use, so the others are read,
+  // checked and noted.
   void stage3(Section& z) {
     // DeepSpeed counts the prefetch in elements, --prefetch-mb in MiB of f32.
     if (const auto pf = z.number("stage3_prefetch_bucket_size", 0, kInf, "0 or more"))
       if (free("--prefetch-mb"))
         strategy_args.push_back(detail::concat("--prefetch-mb ", *pf * 4 / (1 << 20)));
-    const char* how = "noted: cohort's stage 3 gathers whole layers, or their leaves, and frees each after use";
+    const char* how =
+        "noted: cohort's stage 3 gathers whole layers, or their leaves, and frees each after use";
     for (const char* k : {"stage3_param_persistence_threshold", "stage3_max_live_parameters",
                           "stage3_max_reuse_distance"})
       if (z.number(k, 0, kInf, "0 or more")) note(detail::concat("zero_optimization.", k, ": ", how));

@@ -355,9 +355,10 @@ TEST(Zero, SummaryReportsTheBytesEachRankHolds) {
   const auto one = last_summary(outs[0 + 2]), ahead = last_summary(outs.back());
   ASSERT_TRUE(ahead.contains("zero")) << outs.back();
   for (int r = 0; r < 4; ++r) {
+    const auto& held = ahead["zero"]["held_bytes_per_rank"];
     const double w1 = one["zero"]["held_bytes_per_rank"]["parameters"][r].get<double>();
-    const double w = ahead["zero"]["held_bytes_per_rank"]["parameters"][r].get<double>();
-    const double shard = ahead["zero"]["held_bytes_per_rank"]["optimizer_state"][r].get<double>() / 2;
+    const double w = held["parameters"][r].get<double>();
+    const double shard = held["optimizer_state"][r].get<double>() / 2;
     EXPECT_GT(w, w1) << "rank " << r << ": nothing gathered beyond the next leaf";
     EXPECT_LE(w - shard, 4.0 * (16640 + 16448) + 0.1 * (1 << 20)) << "rank " << r;
   }
