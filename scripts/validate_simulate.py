@@ -51,6 +51,15 @@ MODELS = {
 # mnist-large's are the noisiest and the cheapest (run 5's +16% and -16%
 # cluster rows were both mnist-large).
 MIN_REPS = {"mnist-large": 3}
+
+
+def reps(model, base=None):
+    """How many times a configuration of `model` runs: REPS (or `base`), at
+    least MIN_REPS, and once."""
+    base = REPS if base is None else base
+    return max(base, MIN_REPS.get(model, 0), 1)
+
+
 # (name, ranks, strategy flags, batch multiplier: pipelines take the whole batch)
 CONFIGS = [
     ("single", 1, ["--parallel", "none"], 1),
@@ -147,7 +156,7 @@ def measure(model, inputs, comm_file):
          str(batch), "--threads", "1", "--save-compute", prof])
     best = {}
     # Alternate configurations, keep each one's best.
-    for _ in range(max(REPS, MIN_REPS.get(model, 0))):
+    for _ in range(reps(model)):
         for name, ranks, flags, mult in CONFIGS:
             try:
                 ips = bench_step(model, mflags, batch * mult, steps, ranks, flags)
@@ -255,12 +264,12 @@ def cluster_model(model, name, link, hosts, comm_file):
     # row: best of REPS, or MIN_REPS.
     def speed():
         return max(bench_step(model, mflags, batch, steps, 1, ["--parallel", "none"])
-                   for _ in range(max(REPS, MIN_REPS.get(model, 0))))
+                   for _ in range(reps(model)))
 
     before = speed()
     for config, flags, mult in CLUSTER_CONFIGS[hosts]:
         best = 0.0
-        for _ in range(max(CLUSTER_REPS, MIN_REPS.get(model, 1))):
+        for _ in range(reps(model, CLUSTER_REPS)):
             args = ["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
                     "bench", "step", "--model", model, *mflags, "--batch", str(batch * mult),
                     "--threads", "1", "--steps", str(steps), "--warmup", "2", *flags]
@@ -458,7 +467,7 @@ def plot(out_dir, rows):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("measured step time (ms; best of %d on the host, of %d on the cluster, %d for "
-                  "mnist-large)" % (REPS, CLUSTER_REPS, max(CLUSTER_REPS, MIN_REPS["mnist-large"])))
+                  "mnist-large)" % (REPS, CLUSTER_REPS, reps("mnist-large", CLUSTER_REPS)))
     ax.set_ylabel("predicted step time (ms)")
     ax.set_title("cohort simulate vs cohort bench step: 1-4 ranks on this machine,\n"
                  "and 2-4 namespace hosts at 1 and 10 Gbit/s", fontsize=9)

@@ -11,6 +11,7 @@
 
 #include "bench/sim_comm.h"
 #include "bench/sim_profile.h"
+#include "parallel/defaults.h"
 
 namespace cohort::sim {
 
@@ -18,7 +19,7 @@ namespace cohort::sim {
 struct Plan {
   std::string parallel = "dp";  // none | dp | ps | mp | pp | hybrid | zero
   Algo algo = Algo::kAuto;
-  double bucket_mb = 25;
+  double bucket_mb = kDefaultBucketMb;
   bool overlap = true;
   int stages = 2, micro_batches = 4;
   bool one_f_one_b = true;
@@ -28,7 +29,7 @@ struct Plan {
   int servers = 1;
   bool async = false;
   int zero_stage = 1;
-  double prefetch_mb = 4;  // stage 3: parameters gathered ahead (--prefetch-mb)
+  double prefetch_mb = kDefaultPrefetchMb;  // stage 3: parameters gathered ahead (--prefetch-mb)
   int64_t batch = 128;  // per rank (dp, zero, ps workers); per pipeline (mp, pp, hybrid)
   int accumulate = 1;
   double activation_bytes = 4;  // per element sent between stages (bf16: 2)

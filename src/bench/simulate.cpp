@@ -25,7 +25,8 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--batch", c.plan.batch, "batch per rank (dp, zero, ps) or per pipeline (mp, pp, hybrid)");
   app.add_option("--accumulate", c.plan.accumulate, "micro-batches per optimizer step (dp, zero)");
   app.add_option("--allreduce", c.allreduce, "ring | tree | hierarchical | auto");
-  app.add_option("--bucket-mb", c.plan.bucket_mb, "gradient bucket size in MiB (dp, zero)");
+  app.add_option("--bucket-mb", c.plan.bucket_mb, "gradient bucket size in MiB (dp, zero)")
+      ->capture_default_str();
   app.add_flag("--no-overlap", c.no_overlap, "reduce after backward, not during it (dp)");
   app.add_option("--stages", c.plan.stages, "pipeline stages (mp, pp, hybrid)");
   app.add_option("--split", c.plan.split, "stage cut points, layer indices");
@@ -37,7 +38,8 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--ps-mode", c.ps_mode, "sync | async (ps)");
   app.add_option("--zero-stage", c.plan.zero_stage, "1 | 2 | 3 (zero)");
   app.add_option("--prefetch-mb", c.plan.prefetch_mb,
-                 "stage 3: MiB of parameters gathered ahead (zero; default 4)");
+                 "stage 3: MiB of parameters gathered ahead (zero)")
+      ->capture_default_str();
   app.add_option("--precision", c.precision, "fp32 | bf16: the bytes of activations sent between stages");
   app.add_option("--hosts", c.hosts, "hosts");
   app.add_option("--ranks-per-host", c.ranks_per_host, "ranks on each host");

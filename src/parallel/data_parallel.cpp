@@ -186,7 +186,8 @@ class DataParallelFamily final : public StrategyFamily {
     app.add_option("--ranks-per-host", ranks_per_host_,
                    "pretend host layout for --allreduce: R per host, or R1,R2,... (dp; default: "
                    "mpirun's hosts)");
-    app.add_option("--bucket-mb", bucket_mb_, "gradient bucket size in MiB (dp, zero)");
+    app.add_option("--bucket-mb", bucket_mb_, "gradient bucket size in MiB (dp, zero)")
+        ->capture_default_str();
     app.add_flag("--no-overlap{false}", overlap_, "reduce after backward, not during it (dp)");
     app.add_flag("--deterministic", deterministic_, "fixed reduction order: bit-for-bit runs (dp)");
   }
@@ -222,7 +223,7 @@ class DataParallelFamily final : public StrategyFamily {
  private:
   std::string allreduce_ = "auto";
   std::string ranks_per_host_;  // empty: the launcher's layout
-  double bucket_mb_ = 25;
+  double bucket_mb_ = kDefaultBucketMb;
   bool overlap_ = true;
   bool deterministic_ = false;
 };

@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "parallel/defaults.h"
 #include "parallel/grad_reduce.h"
 #include "parallel/local.h"
 
 namespace cohort {
 
 struct DataParallelConfig {
-  double bucket_mb = 25;
+  double bucket_mb = kDefaultBucketMb;
   bool overlap = true;
   int accumulate = 1;  // micro-batches per optimizer step; reduce only on the last
   comm::Algorithm algorithm = comm::Algorithm::kAuto;

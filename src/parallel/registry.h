@@ -15,6 +15,7 @@
 #include "nn/model.h"
 #include "optim/optimizer.h"
 #include "optim/precision.h"
+#include "parallel/defaults.h"
 #include "parallel/strategy.h"
 
 namespace cohort {
@@ -31,8 +32,8 @@ struct RunSettings {
   // the memory estimate (train/memory_plan.h) needs them before any strategy exists.
   std::string freeze = "none";  // --freeze (nn::Model::freeze)
   int zero_stage = 1;     // --zero-stage (read under --parallel zero)
-  double bucket_mb = 25;  // --bucket-mb
-  double prefetch_mb = 4;   // --prefetch-mb (zero stage 3)
+  double bucket_mb = kDefaultBucketMb;      // --bucket-mb
+  double prefetch_mb = kDefaultPrefetchMb;  // --prefetch-mb (zero stage 3)
 };
 
 // What a family builds a strategy from.

@@ -265,7 +265,8 @@ class ZeroFamily final : public StrategyFamily {
     app.add_option("--zero-stage", stage_, "1 | 2 | 3: what ZeRO shards over ranks (zero)");
     app.add_option("--prefetch-mb", prefetch_mb_,
                    "stage 3: MiB of parameters gathered ahead of the layer computing, at least "
-                   "the next layer's (zero; default 4)");
+                   "the next layer's (zero)")
+        ->capture_default_str();
   }
   void validate() const override {
     COHORT_INPUT_CHECK(stage_ >= 1 && stage_ <= 3, "--zero-stage must be 1, 2 or 3, got ", stage_);
@@ -328,7 +329,7 @@ class ZeroFamily final : public StrategyFamily {
 
  private:
   int stage_ = 1;
-  double prefetch_mb_ = 4;
+  double prefetch_mb_ = kDefaultPrefetchMb;
 };
 
 }  // namespace

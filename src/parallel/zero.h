@@ -39,6 +39,7 @@
 #include "comm/communicator.h"
 #include "core/memory.h"
 #include "parallel/data_parallel.h"
+#include "parallel/defaults.h"
 #include "parallel/local.h"
 #include "parallel/shards.h"
 #include "parallel/zero_grads.h"
@@ -50,10 +51,10 @@ namespace cohort {
 struct ZeroConfig {
   int stage = 1;          // 1: optimizer state sharded; 2: gradients too; 3: parameters too
   int accumulate = 1;     // micro-batches per optimizer step
-  double bucket_mb = 25;  // gradient buckets, reduced as backward fills them
+  double bucket_mb = kDefaultBucketMb;  // gradient buckets, reduced as backward fills them
   // Stage 3: parameters gathered ahead of the unit computing (at least the
   // next unit's), DeepSpeed's stage3_prefetch_bucket_size.
-  double prefetch_mb = 4;
+  double prefetch_mb = kDefaultPrefetchMb;
 };
 
 class Zero final : public Strategy {

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "nn/model.h"
+#include "parallel/defaults.h"
 #include "train/config.h"
 
 namespace cohort {
@@ -49,8 +50,8 @@ struct MemoryPlanInputs {
   DType precision = DType::kF32;
   DType grad_comm = DType::kF32;  // --grad-dtype
   int accumulate = 1;
-  double bucket_mb = 25;
-  double prefetch_mb = 4;  // stage 3's parameters gathered ahead
+  double bucket_mb = kDefaultBucketMb;
+  double prefetch_mb = kDefaultPrefetchMb;  // stage 3's parameters gathered ahead
 };
 
 // Bytes per rank, by part.
@@ -70,7 +71,7 @@ MemoryEstimate estimate_memory(const ModelFigures& model, const MemoryPlanInputs
 // The model's figures at `batch` per rank (ZeRO-3's units cut at buckets of
 // `bucket_mb`: parallel/zero_layers.h), and the data set's bytes.
 ModelFigures model_figures(const nn::ModelSpec& spec, const TrainConfig& cfg,
-                           double bucket_mb = 25);
+                           double bucket_mb = kDefaultBucketMb);
 // This run's inputs: the strategy as it runs on `world` ranks.
 MemoryPlanInputs plan_inputs(const TrainConfig& cfg, const RunSettings& settings, int world);
 
