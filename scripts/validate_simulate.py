@@ -30,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 BIN = os.environ.get("COHORT", "build/cohort")
 REPS = int(os.environ.get("REPS", "2"))
@@ -213,6 +214,8 @@ def cluster_measure(inputs, measured):
             try:
                 comm_file = os.path.join(inputs, "comm-%s-%dhosts.jsonl" % (link, hosts))
                 cluster_comm(name, hosts, comm_file)
+                if hosts <= CORES:
+                    loaded_comm(name, hosts, loaded_file(comm_file))
                 for model in measured:
                     runs += cluster_model(model, name, link, hosts, comm_file)
             finally:
@@ -248,6 +251,35 @@ def cluster_comm(name, hosts, path, mode="w"):
             f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
                          "bench", "comm", "--peer", "none", "--max-bytes", str(256 << 20),
                          "--seconds", "0.03"]))
+
+
+def loaded_file(comm_file):
+    """comm-RATE-Hhosts.jsonl -> comm-loaded-RATE-Hhosts.jsonl."""
+    d, base = os.path.split(comm_file)
+    return os.path.join(d, base.replace("comm-", "comm-loaded-", 1))
+
+
+def loaded_comm(name, hosts, path):
+    """COMM_REPS `bench comm` runs across the cluster `name` while CORES
+    single-thread `bench step` runs compute on the host, into path
+    (--calibrate-loaded: each size's median): a collective that overlaps
+    compute waits for the scheduler at every message. Up to 32 MiB, past
+    a bucket (25 MiB): loaded, 256 MiB at 1 Gbit/s would take minutes."""
+    load = [BIN, "bench", "step", "--model", "cifar-resnet50", "--batch", "8", "--threads", "1",
+            "--steps", "100000", "--warmup", "0", "--parallel", "none"]
+    with open(path, "w") as f:
+        for _ in range(COMM_REPS):
+            ps = [subprocess.Popen(load, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                  for _ in range(CORES)]
+            try:
+                time.sleep(3)  # past the model's set-up
+                f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts),
+                             BIN, "bench", "comm", "--peer", "none", "--max-bytes",
+                             str(32 << 20), "--seconds", "0.03"]))
+            finally:
+                for p in ps:
+                    p.kill()
+                    p.wait()
 
 
 def cluster_model(model, name, link, hosts, comm_file):
@@ -307,6 +339,8 @@ def cluster_predict(runs, measured, inputs):
         drift = m["best"]["single"] / c["single"] if c.get("single") else 1.0
         prof = drifted_profile(inputs, model, drift)
         config = "%s, %d hosts at %s" % (c["config"], c["hosts"], c["link"])
+        loaded = loaded_file(os.path.join(inputs, c["comm"]))
+        loaded = ["--calibrate-loaded", loaded] if os.path.exists(loaded) else []
         rows.append(predicted_row(
             model, config, c["hosts"], m, c["best"],
             lambda: last_json(run([
@@ -316,7 +350,7 @@ def cluster_predict(runs, measured, inputs):
                 "--cores", str(m.get("cores", CORES)),
                 "--hosts-per-machine", str(c["hosts"]),
                 "--calibrate", os.path.join(inputs, "comm.jsonl"),
-                "--calibrate-inter", os.path.join(inputs, c["comm"]), *cpu,
+                "--calibrate-inter", os.path.join(inputs, c["comm"]), *cpu, *loaded,
                 *c["flags"]])), cluster=True, drift=drift))
     return rows
 

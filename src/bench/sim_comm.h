@@ -41,6 +41,17 @@ struct Topology {
   // namespaces of one machine (the kernel's TCP work on the ranks' own
   // cores: `bench comm` over unshaped links); unset: intra's copy rate.
   std::optional<Link> inter_cpu;
+  // The links between hosts as `bench comm` measured them while a
+  // single-thread computation ran on every core (--calibrate-loaded): a
+  // message then waits until the scheduler gives the receiving thread a
+  // core, about a tick (4 ms) for a 256 KiB one between namespace hosts at
+  // 10 Gbit/s where it takes 0.1 ms idle. For collectives that overlap the
+  // ranks' compute (under_load in sim_model.cpp); unset: the idle links.
+  struct Links {
+    Link ring;
+    std::optional<Link> one_way, exchange;
+  };
+  std::optional<Links> inter_loaded;
   int size() const { return hosts * ranks_per_host; }
   int host_of(int rank) const { return rank / ranks_per_host; }
   // The link between two ranks: intra on one host, inter otherwise.

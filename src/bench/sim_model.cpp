@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "parallel/shards.h"
@@ -51,6 +52,36 @@ bool one_machine(const Topology& t, const Plan& plan) {
 // Ranks that share one machine's cores.
 int ranks_per_machine(const Plan& plan, const Topology& t) {
   return t.ranks_per_host * std::min(t.hosts, std::max(1, plan.hosts_per_machine));
+}
+
+// The links as they are while the ranks compute beside a collective
+// (Topology::inter_loaded), where that was measured and applies: between
+// hosts, each rank with a core of its own (ranks no more than the cores,
+// as in the calibration), for collectives that wait in MPI's blocking
+// calls as `bench comm`'s do (dp). With more ranks than cores the ranks'
+// time-slicing sets the waits, priced by the contention and polling rules
+// instead; ZeRO's waits nap (comm::wait_yielding) and run at their own
+// pace: on 2 namespace hosts at 10 Gbit/s (run 19) cifar-resnet50's ZeRO-1,
+// the same bytes as dp's ring in reduce-scatters and gathers, took 892 ms
+// a step where dp's ring took 989 (one rank alone: 769).
+std::optional<Topology> under_load(const Plan& plan, const Topology& t) {
+  if (!t.inter_loaded || t.hosts < 2 || plan.parallel == "zero") return std::nullopt;
+  if (plan.cores > 0 && ranks_per_machine(plan, t) > plan.cores) return std::nullopt;
+  Topology l = t;
+  l.inter = t.inter_loaded->ring;
+  l.inter_one_way = t.inter_loaded->one_way;
+  l.inter_exchange = t.inter_loaded->exchange;
+  l.inter_loaded.reset();
+  return l;
+}
+
+// When a collective begun at `begin` ends, taking `loaded` seconds at the
+// pace it has while compute runs (until `until`) and `idle` seconds alone:
+// it advances at the loaded pace until then, at the idle one after.
+double finish(double begin, double until, double loaded, double idle) {
+  if (begin >= until) return begin + idle;
+  if (begin + loaded <= until) return begin + loaded;
+  return until + (1 - (until - begin) / loaded) * idle;
 }
 
 std::vector<int64_t> param_offsets(const Profile& p) {
@@ -119,7 +150,8 @@ double zero_gather_time(const Plan& plan, const Topology& t, const Group& g, int
 }
 
 // dp and ZeRO 1-2: forward, backward with each bucket's collective queued
-// as backward produces it, then the optimizer (x opt_share) and an
+// as backward produces it (dp's at the loaded links' pace while backward
+// runs, where measured: under_load), then the optimizer (x opt_share) and an
 // all-gather of the updated parameters when the optimizer is sharded.
 Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
                          const Group& g, double f, CollectiveTime reduce, Algo algo,
@@ -127,6 +159,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   const double fwd = p.forward() * f, bwd = p.backward() * f;
   const auto off = param_offsets(p);
   const auto bk = buckets(p.params(), plan.bucket_mb);
+  const std::optional<Topology> loaded = under_load(plan, t);
   double clock = 0, exposed = 0, moved = 0, wire = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
@@ -138,9 +171,13 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
     double free = start;
     for (const auto& [b, e] : bk) {
       const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
-      const double took = reduce(t, g, b, e, p.params(), algo);
-      free = std::max(free, ready) + took;
-      wire += took;
+      const double idle = reduce(t, g, b, e, p.params(), algo);
+      const double begin = std::max(free, ready);
+      free = loaded ? finish(begin, end, reduce(*loaded, g, b, e, p.params(), algo), idle)
+                    : begin + idle;
+      // Polling holds a core for the idle pace's time: the rest of a loaded
+      // collective is the thread waiting for a core.
+      wire += idle;
       moved += reduce(cpu, g, b, e, p.params(), algo);
     }
     exposed += std::max(0.0, free - end);

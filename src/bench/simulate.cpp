@@ -51,6 +51,10 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
                  "what a message between them costs the cores (with --hosts-per-machine; "
                  "several runs: each size's fastest)");
   app.add_option("--calibrate-inter", c.calibrate_inter, "a `cohort bench comm` output run between hosts: fit --link (ring, one-way and tree columns)");
+  app.add_option("--calibrate-loaded", c.calibrate_loaded,
+                 "a `cohort bench comm` output between hosts while a single-thread computation "
+                 "ran on every core: the links' pace for collectives that overlap compute "
+                 "(dp, ZeRO 1-2; several runs: each size's median)");
   app.add_option("--cores", c.plan.cores,
                  "compute units a host's ranks share (0: one per rank; this machine: about 1)");
   app.add_option("--contention", c.contention,
@@ -162,6 +166,12 @@ sim::Topology resolve(SimulateConfig& c) {
   if (!c.calibrate_inter.empty())
     calibrate("--calibrate-inter", c.calibrate_inter, c.plan.bucket_mb * (1 << 20), t.inter,
               t.inter_one_way, &t.inter_exchange);
+  if (!c.calibrate_loaded.empty()) {
+    sim::Topology::Links l;
+    calibrate("--calibrate-loaded", c.calibrate_loaded, c.plan.bucket_mb * (1 << 20), l.ring,
+              l.one_way, &l.exchange);
+    t.inter_loaded = l;
+  }
   if (!c.calibrate_cpu.empty()) {
     COHORT_INPUT_CHECK(c.plan.hosts_per_machine > 1, "--calibrate-cpu: prices the kernel's TCP "
                        "work between namespace hosts of one machine; give --hosts-per-machine too");

@@ -21,6 +21,7 @@ struct SimulateConfig {
   std::string intra = "80Gbit,2us";  // inside a host (shared memory)
   std::string calibrate;             // a `bench comm` JSON line: fits --intra
   std::string calibrate_inter;       // ... fits --link
+  std::string calibrate_loaded;      // ... between hosts with every core computing: overlapped collectives
   std::string calibrate_cpu;         // ... between namespace hosts, unshaped: the cores' TCP cost
   std::string compute = "measured";  // or a profile file (--save-compute writes one)
   std::string save_compute;

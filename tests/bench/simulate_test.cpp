@@ -317,6 +317,43 @@ TEST(SimModel, DataParallelOverlapsBucketsWithBackward) {
   EXPECT_NEAR(predict(p, plan, t).compute, 6.0, 1e-9);
 }
 
+// Between hosts, where the links were measured with every core computing
+// (inter_loaded), a bucket reduced during backward advances at that pace
+// until backward ends and at the idle pace after it. Two layers of 1 MiB,
+// one bucket each: the last layer's starts 2 s before backward ends, takes
+// L s loaded (L > 2): 2/L of it done by then, the rest at the idle pace,
+// then the first layer's bucket, idle.
+TEST(SimModel, BucketsReducedBesideBackwardTakeTheLoadedPace) {
+  Profile p = uniform(2, (1 << 20) / 4);
+  p.optimizer = 0;
+  Plan plan;
+  plan.parallel = "dp";
+  plan.batch = 8;
+  plan.bucket_mb = 1;
+  plan.algo = Algo::kRing;
+  Topology t = one_host(1, 0, 1e7);
+  t.hosts = 2;
+  t.inter = {0, 1e6};
+  const Group g{0, 2, 1};
+  const double idle = allreduce_time(t, g, 1 << 20, Algo::kRing);
+  EXPECT_NEAR(predict(p, plan, t).comm, idle, 1e-9);
+  t.inter_loaded = Topology::Links{{0, 1e6 / 3}, std::nullopt, std::nullopt};
+  const double loaded = 3 * idle;
+  ASSERT_GT(loaded, 2.0);
+  EXPECT_NEAR(predict(p, plan, t).comm, (1 - 2 / loaded) * idle + idle, 1e-9);
+  // A bucket that fits inside backward at the loaded pace shows nothing more.
+  t.inter_loaded->ring = {0, 1e6 * 0.6};
+  EXPECT_NEAR(predict(p, plan, t).comm, idle, 1e-9);
+  // Ranks more than the cores (2 namespace hosts' ranks on one core): the
+  // loaded figure does not apply, the contention rules price the waits.
+  t.inter_loaded->ring = {0, 1e6 / 3};
+  plan.hosts_per_machine = 2;
+  plan.cores = 1;
+  const double shared = predict(p, plan, t).step;
+  t.inter_loaded.reset();
+  EXPECT_DOUBLE_EQ(predict(p, plan, t).step, shared);
+}
+
 TEST(SimModel, RanksSharingCoresSlowEachOther) {
   Plan plan;
   plan.parallel = "dp";
@@ -669,6 +706,8 @@ TEST(SimulateCli, BadFlagsExitTwoNamingTheFlag) {
   testing_support::expect_one_line_error(bin + "--parallel pp --stages 3 --hosts 1", "--stages");
   testing_support::expect_one_line_error(bin + "--compute /nonexistent/c.json", "--compute");
   testing_support::expect_one_line_error(bin + "--calibrate /nonexistent/b.jsonl", "--calibrate");
+  testing_support::expect_one_line_error(bin + "--calibrate-loaded /nonexistent/b.jsonl",
+                                         "--calibrate-loaded");
 }
 
 }  // namespace
