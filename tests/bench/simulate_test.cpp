@@ -297,10 +297,9 @@ TEST(SimModel, EfficiencyIsOneAtOneRank) {
   }
 }
 
-TEST(SimModel, DataParallelOverlapsBucketsWithBackward) {
-  // Two layers of 1 MiB of parameters each, one bucket per layer: with
-  // overlap, the last layer's bucket is reduced during the first layer's
-  // backward (2 s), so only the first one's reduction shows.
+// dp's ring over two layers of 1 MiB of parameters each (1 s forward, 2 s
+// backward), no optimizer, one 1 MiB bucket per layer.
+std::pair<Profile, Plan> two_bucket_dp() {
   Profile p = uniform(2, (1 << 20) / 4);
   p.optimizer = 0;
   Plan plan;
@@ -308,6 +307,14 @@ TEST(SimModel, DataParallelOverlapsBucketsWithBackward) {
   plan.batch = 8;
   plan.bucket_mb = 1;
   plan.algo = Algo::kRing;
+  return {p, plan};
+}
+
+TEST(SimModel, DataParallelOverlapsBucketsWithBackward) {
+  // Two layers of 1 MiB of parameters each, one bucket per layer: with
+  // overlap, the last layer's bucket is reduced during the first layer's
+  // backward (2 s), so only the first one's reduction shows.
+  auto [p, plan] = two_bucket_dp();
   const Topology t = one_host(2, 1e-3, 1e6);
   const double one = allreduce_time(t, Group{0, 2, 1}, 1 << 20, Algo::kRing);
   const Prediction overlap = predict(p, plan, t);
@@ -324,13 +331,7 @@ TEST(SimModel, DataParallelOverlapsBucketsWithBackward) {
 // L s loaded (L > 2): 2/L of it done by then, the rest at the idle pace,
 // then the first layer's bucket, idle.
 TEST(SimModel, BucketsReducedBesideBackwardTakeTheLoadedPace) {
-  Profile p = uniform(2, (1 << 20) / 4);
-  p.optimizer = 0;
-  Plan plan;
-  plan.parallel = "dp";
-  plan.batch = 8;
-  plan.bucket_mb = 1;
-  plan.algo = Algo::kRing;
+  auto [p, plan] = two_bucket_dp();
   Topology t = one_host(1, 0, 1e7);
   t.hosts = 2;
   t.inter = {0, 1e6};
