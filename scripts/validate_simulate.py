@@ -248,9 +248,14 @@ def cluster_comm(name, hosts, path, mode="w"):
     80 or 120 MB/s at 1 Gbit/s, by message size and from run to run)."""
     with open(path, mode) as f:
         for _ in range(COMM_REPS):
-            f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
-                         "bench", "comm", "--peer", "none", "--max-bytes", str(256 << 20),
-                         "--seconds", "0.03"]))
+            f.write(comm_run(name, hosts, 256 << 20))
+
+
+def comm_run(name, hosts, max_bytes):
+    """One `bench comm` across the cluster `name`, up to max_bytes: its output."""
+    return run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
+                "bench", "comm", "--peer", "none", "--max-bytes", str(max_bytes),
+                "--seconds", "0.03"])
 
 
 def loaded_file(comm_file):
@@ -273,9 +278,7 @@ def loaded_comm(name, hosts, path):
                   for _ in range(CORES)]
             try:
                 time.sleep(3)  # past the model's set-up
-                f.write(run(["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts),
-                             BIN, "bench", "comm", "--peer", "none", "--max-bytes",
-                             str(32 << 20), "--seconds", "0.03"]))
+                f.write(comm_run(name, hosts, 32 << 20))
             finally:
                 for p in ps:
                     p.kill()
