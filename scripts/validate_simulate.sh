@@ -5,7 +5,8 @@
 # Gbit/s (dp, ZeRO, pp, hybrid), for mnist-large, cifar-resnet50 and gpt2 at
 # --seq 64: predicted vs measured step time, a table and a plot in
 # docs/results/simulate/. REPS=N runs each host configuration N times and
-# CLUSTER_REPS=N each cluster one (best kept), COMM_REPS=N the `bench comm`
+# CLUSTER_REPS=N (or RATE:N,...; 1gbit:1,10gbit:2) each cluster one, in
+# rounds (best kept), COMM_REPS=N the `bench comm`
 # runs per cluster (3; the fit takes their median), MODELS=a,b limits the models,
 # CLUSTER=0 skips the cluster. Takes 30-60 minutes on 2 quiet vCPUs.
 set -e
