@@ -287,13 +287,14 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   const size_t n = units.size();
   std::vector<double> gather(n), fill(n), copy(n);
   const int64_t total = p.params();
+  const double refill = p.refill_for(4.0 * double(total));  // the arena's pages
   for (size_t i = 0; i < n; ++i) {
     const auto parts = block_parts(units[i].begin, units[i].end, total, g.count);
     gather[i] = shard_gather_time(t, g, parts);
     // The owner sends n-1 copies, every other rank takes one in: 2/n of the
     // owner's work per rank, on average.
     copy[i] = shard_gather_time(cpu, g, parts) * 2.0 / g.count;
-    fill[i] = p.refill * 4.0 * double(units[i].end - units[i].begin) * f;
+    fill[i] = refill * 4.0 * double(units[i].end - units[i].begin) * f;
   }
   const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
   const double budget = std::max(1.0, plan.prefetch_mb * (1 << 20) / 4);
@@ -743,7 +744,8 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
     // Stages 1 and 2 return the gradient pages outside the shard after each
     // bucket's reduction; the next backward writes them afresh (Profile::refill).
     if (plan.zero_stage < 3) {
-      const double fill = p.refill * 4.0 * double(p.params()) * (world - 1) / world * f;
+      const double bytes = 4.0 * double(p.params());  // the gradient arena
+      const double fill = p.refill_for(bytes) * bytes * (world - 1) / world * f;
       r.p.compute += fill;
       r.p.step += fill;
     }

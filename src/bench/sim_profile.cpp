@@ -25,6 +25,10 @@ int64_t Profile::params() const {
   return n;
 }
 
+double Profile::refill_for(double bytes) const {
+  return bytes < double(kHugePagesFrom) && refill_small > 0 ? refill_small : refill;
+}
+
 double Profile::forward() const {
   double t = 0;
   for (const auto& l : layers) t += l.forward;
@@ -80,10 +84,10 @@ double time_optimizer(nn::Model& model) {
   return best;
 }
 
-// Seconds per byte of a copy into released pages, as ZeRO-3 refills a
-// gathered layer (core/memory.h: huge pages from 64 MiB): best of 5, 128 MiB.
-double time_refill() {
-  const size_t bytes = size_t(128) << 20;
+// Seconds per byte of a copy into released pages of a mapping of `bytes`, as
+// ZeRO-3 refills a gathered layer (core/memory.h: huge pages from
+// kHugePagesFrom): best of 5.
+double time_refill(size_t bytes) {
   auto dst = allocate_pages(bytes), src = allocate_pages(bytes);
   std::memset(src.get(), 1, bytes);
   std::memset(dst.get(), 1, bytes);
@@ -167,7 +171,8 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   p.layers.back().forward += loss / 2;  // the loss and its gradient are one pass
   p.layers.back().backward += loss / 2;
   p.optimizer = time_optimizer(*model);
-  p.refill = time_refill();
+  p.refill = time_refill(2 * kHugePagesFrom);
+  p.refill_small = time_refill(kHugePagesFrom / 4);
   return p;
 }
 
@@ -202,7 +207,8 @@ Profile flops_profile(const std::string& name, int64_t seq, int64_t vocab, int64
 void save_profile(const Profile& p, const std::string& path) {
   nlohmann::ordered_json j = {{"model", p.model}, {"batch", p.batch}, {"positions", p.positions},
                               {"threads", p.threads}, {"optimizer_s", p.optimizer},
-                              {"refill_s_per_byte", p.refill}};
+                              {"refill_s_per_byte", p.refill},
+                              {"refill_small_s_per_byte", p.refill_small}};
   j["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : p.layers)
     j["layers"].push_back({{"name", l.name}, {"forward_s", l.forward}, {"backward_s", l.backward},
@@ -266,6 +272,9 @@ Profile load_profile(const std::string& path) {
   p.optimizer = j.value("optimizer_s", 0.0);
   p.refill = j.value("refill_s_per_byte", 0.0);
   COHORT_INPUT_CHECK(p.refill >= 0, "--compute ", path, ": refill_s_per_byte is negative");
+  p.refill_small = j.value("refill_small_s_per_byte", 0.0);
+  COHORT_INPUT_CHECK(p.refill_small >= 0, "--compute ", path,
+                     ": refill_small_s_per_byte is negative");
   COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");
   const auto& layers = key<nlohmann::json>(j, "layers", path, "the file");
   COHORT_INPUT_CHECK(layers.is_array() && !layers.empty(), "--compute ", path,

@@ -32,6 +32,13 @@ struct Profile {
   // gathered layers: page faults, the kernel's zeroing and the copy), CPU
   // work of the rank; 0 where gathers land in memory kept mapped (GPUs).
   double refill = 0;
+  // The same into a mapping under kHugePagesFrom (core/memory.h), 4 KiB
+  // pages: an arena of fewer than 16M parameters. 0: not measured, as refill
+  // (a 4 KiB fault cost 11.7 us on session 26's machine, 35x a huge page's
+  // share).
+  double refill_small = 0;
+  // The refill rate of an arena of `bytes` bytes.
+  double refill_for(double bytes) const;
   std::string source = "measured";  // or the file it came from
   std::vector<LayerCost> layers;
   // A parameter two layers share (GPT-2's wte, read again by lm_head): the

@@ -104,8 +104,6 @@ bool reset_peak_rss() {
   return bool(out.flush());
 }
 
-constexpr size_t kHugeFrom = size_t(64) << 20;  // bytes: a mapping worth 32 huge pages
-
 std::shared_ptr<void> allocate_pages(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -116,7 +114,7 @@ std::shared_ptr<void> allocate_pages(size_t bytes) {
   // refills each gathered layer's released pages every pass, and 2 MB pages
   // take 512x fewer faults (gpt2 zero-3, 2 ranks: 4.2M -> 0.63M faults,
   // epoch 16.6 -> 13.0 s). Releasing part of one splits it.
-  if (bytes >= kHugeFrom) madvise(p, bytes, MADV_HUGEPAGE);
+  if (bytes >= kHugePagesFrom) madvise(p, bytes, MADV_HUGEPAGE);
   return std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
 }
 

@@ -70,7 +70,9 @@ bool reset_peak_rss();
 // Zeroed host memory straight from the kernel (mmap): a page costs nothing
 // until first touched, so an arena of which a rank uses one shard holds only
 // that shard (and the pages it touches). 4096-byte aligned.
+// Mappings of at least kHugePagesFrom bytes ask for transparent huge pages.
 std::shared_ptr<void> allocate_pages(size_t bytes);
+constexpr size_t kHugePagesFrom = size_t(64) << 20;  // a mapping worth 32 huge pages
 // Returns the whole pages inside [p, p + bytes) of such memory to the kernel
 // (they read as zeros again, and are resident again once written) and, with
 // `zero_edges`, zeroes the bytes of the range on the pages it shares with

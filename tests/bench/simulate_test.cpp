@@ -448,11 +448,12 @@ TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   EXPECT_NEAR(crowded.copies, crowded.contention * tcp, 1e-9 * crowded.copies);
 }
 
-// The step's compute and length grown by a refill of 1e-9 s/B under ZeRO
-// `stage` on `ranks` ranks of one host, for three layers of 2^20 parameters
-// and an instant link.
-std::pair<double, double> refill_cost(int stage, int ranks) {
-  Profile p = uniform(3, 1 << 20);
+// The step's compute and length grown by a refill of 1e-9 s/B (`small`
+// s/B into 4 KiB pages) under ZeRO `stage` on `ranks` ranks of one host,
+// for three layers of `params` parameters and an instant link.
+std::pair<double, double> refill_cost(int stage, int ranks, double small = 0,
+                                      int64_t params = 1 << 20) {
+  Profile p = uniform(3, params);
   p.optimizer = 0;
   Plan plan;
   plan.parallel = "zero";
@@ -461,6 +462,7 @@ std::pair<double, double> refill_cost(int stage, int ranks) {
   const Topology t = one_host(ranks, 0, 1e30);
   const Prediction before = predict(p, plan, t);
   p.refill = 1e-9;
+  p.refill_small = small;
   const Prediction after = predict(p, plan, t);
   return {after.compute - before.compute, after.step - before.step};
 }
@@ -471,6 +473,17 @@ TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
   const auto [compute, step] = refill_cost(3, 2);
   EXPECT_NEAR(compute, 5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
   EXPECT_NEAR(step, 5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
+}
+
+TEST(SimModel, ArenasUnderHugePagesRefillAtTheSmallPagesRate) {
+  // 3 x 2^20 parameters: a 12 MiB arena, under kHugePagesFrom, 4 KiB pages.
+  const double small = 5 * 4.0 * double(1 << 20) * 4e-9;
+  EXPECT_NEAR(refill_cost(3, 2, 4e-9).first, small, 1e-9);
+  // 3 x 2^23: 96 MiB, huge pages, the huge-page rate whatever the small one.
+  const double huge = 5 * 4.0 * double(1 << 23) * 1e-9;
+  EXPECT_NEAR(refill_cost(3, 2, 4e-9, 1 << 23).first, huge, 1e-9);
+  // Stages 1-2 refill the gradient arena outside the shard: 3/4 of it on 4.
+  EXPECT_NEAR(refill_cost(1, 4, 4e-9).first, 0.75 * 3 * 4.0 * double(1 << 20) * 4e-9, 1e-9);
 }
 
 TEST(SimModel, ZeroThreeGathersTheLeavesOfALayerLargerThanABucketOneByOne) {
@@ -650,6 +663,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   Profile p = uniform(3, 77);
   p.optimizer = 0.25;
   p.refill = 2.5e-10;
+  p.refill_small = 7.5e-9;
   p.layers[1].out_bytes = 4096;
   p.layers[2].flops = 1e9;
   p.ties.push_back({2, 0, 55});
@@ -660,6 +674,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   EXPECT_EQ(q.batch, 8);
   EXPECT_DOUBLE_EQ(q.optimizer, 0.25);
   EXPECT_DOUBLE_EQ(q.refill, 2.5e-10);
+  EXPECT_DOUBLE_EQ(q.refill_small, 7.5e-9);
   EXPECT_DOUBLE_EQ(q.layers[1].out_bytes, 4096);
   EXPECT_DOUBLE_EQ(q.layers[2].flops, 1e9);
   EXPECT_EQ(q.layers[2].params, 77);
