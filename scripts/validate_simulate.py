@@ -155,8 +155,9 @@ def measure(model, inputs, comm_file):
     prof = os.path.join(inputs, "%s.json" % model)
     run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
          str(batch), "--threads", "1", "--save-compute", prof])
-    best = {}
-    # Alternate configurations, keep each one's best.
+    best, per_core = {}, [0.0] * len(os.sched_getaffinity(0))
+    # Alternate configurations, keep each one's best; each round also times
+    # one rank pinned to each core (recorded, not used by the predictions).
     for _ in range(reps(model)):
         for name, ranks, flags, mult in CONFIGS:
             try:
@@ -165,6 +166,8 @@ def measure(model, inputs, comm_file):
                 print("  %s: %s" % (name, e), file=sys.stderr)
                 continue
             best[name] = max(best.get(name, 0.0), ips)
+        for core, ips in enumerate(pinned_rates(model, mflags, batch, steps)):
+            per_core[core] = max(per_core[core], ips)
     # Anchor: scale the layer times so that one rank's predicted step is its
     # measured one (the profile's best-of-8 per layer misses the step's own
     # overheads and the load other processes put here).
@@ -173,7 +176,21 @@ def measure(model, inputs, comm_file):
     anchor = single / best["single"]
     scale_profile(prof, prof, anchor)
     print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
-    return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best}
+    print("%s: one rank pinned to each core, best %s samples/s (x%.2f apart)"
+          % (model, ", ".join("%.2f" % r for r in per_core), max(per_core) / min(per_core)),
+          file=sys.stderr)
+    return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best,
+            "per_core": per_core}
+
+
+def pinned_rates(model, mflags, batch, steps):
+    """One rank's rate pinned to each core in turn (`taskset`). Run 22's
+    two vCPUs ran up to 1.45 times apart, changing by the minute: ranks in
+    lockstep go at the slower one's pace, one rank's best at the faster's."""
+    args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
+            "--threads", "1", "--steps", str(steps), "--warmup", "2"]
+    return [last_json(run(["taskset", "-c", str(core), *args]))["images_per_second"]
+            for core in sorted(os.sched_getaffinity(0))]
 
 
 # The namespace cluster (scripts/cluster.sh): one rank per host, real TCP
