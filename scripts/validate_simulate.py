@@ -184,9 +184,11 @@ def measure(model, inputs, comm_file):
 
 
 def pinned_rates(model, mflags, batch, steps):
-    """One rank's rate pinned to each core in turn (`taskset`). Run 22's
-    two vCPUs ran up to 1.45 times apart, changing by the minute: ranks in
-    lockstep go at the slower one's pace, one rank's best at the faster's."""
+    """One rank's rate pinned to each core in turn (`taskset`), a record of
+    how far apart the cores run (run 22's machine: up to 1.45 times, each
+    vCPU switching pace every few seconds; SCALING, run 22). Ranks in
+    lockstep go at the slower one's pace at each moment, which a core's
+    best does not measure."""
     args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
             "--threads", "1", "--steps", str(steps), "--warmup", "2"]
     return [last_json(run(["taskset", "-c", str(core), *args]))["images_per_second"]
