@@ -121,10 +121,13 @@ def contention(model, mflags, batch, steps):
     slow-down of each, measured CONT_REPS times, each time against an alone
     run made just before, and the median kept: the --contention curve. (A
     best-of-2 on each side let one slow alone run move every 4-rank
-    prediction by 10%: run 7.)"""
+    prediction by 10%: run 7.) Also returns the lockstep curve, recorded and
+    not used yet: one alone's best against the best, over the rounds, of
+    the slowest of the k (ranks in lockstep go at the slowest one's pace;
+    SCALING, run 22)."""
     args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
             "--threads", "1", "--steps", str(steps), "--warmup", "2"]
-    best_alone, ratios = 0.0, {2: [], 4: []}
+    best_alone, ratios, slowest = 0.0, {2: [], 4: []}, {2: 0.0, 4: 0.0}
     for _ in range(CONT_REPS):
         alone = last_json(run(args))["images_per_second"]
         best_alone = max(best_alone, alone)
@@ -133,8 +136,10 @@ def contention(model, mflags, batch, steps):
                                    text=True) for _ in range(k)]
             rates = [last_json(p.communicate()[0])["images_per_second"] for p in ps]
             ratios[k].append(alone / (sum(rates) / k))
+            slowest[k] = max(slowest[k], min(rates))
+    lockstep = ",".join("%d:%.3f" % (k, best_alone / r) for k, r in slowest.items())
     return ",".join("%d:%.3f" % (k, max(1.0, statistics.median(r)))
-                    for k, r in ratios.items()), best_alone
+                    for k, r in ratios.items()), best_alone, lockstep
 
 
 def simulate(model, mflags, profile, ranks, flags, batch, curve, cores, comm_file):
@@ -148,8 +153,9 @@ def measure(model, inputs, comm_file):
     """Profile, contention and every configuration's best rate for one model;
     the anchored profile goes to inputs/<model>.json."""
     mflags, batch, steps = MODELS[model]
-    curve, alone = contention(model, mflags, batch, steps)
-    print("%s: one alone %.2f samples/s; --contention %s" % (model, alone, curve), file=sys.stderr)
+    curve, alone, lockstep = contention(model, mflags, batch, steps)
+    print("%s: one alone %.2f samples/s; --contention %s (lockstep, recorded: %s)"
+          % (model, alone, curve, lockstep), file=sys.stderr)
     # Every configuration's rank computes `batch` rows at once (pipelines
     # take batch x micro-batches), so one profile serves them all.
     prof = os.path.join(inputs, "%s.json" % model)
@@ -180,7 +186,7 @@ def measure(model, inputs, comm_file):
           % (model, ", ".join("%.2f" % r for r in per_core), max(per_core) / min(per_core)),
           file=sys.stderr)
     return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best,
-            "per_core": per_core}
+            "per_core": per_core, "lockstep": lockstep}
 
 
 def pinned_rates(model, mflags, batch, steps):
