@@ -104,11 +104,16 @@ def train_rate(model, mflags, batch, steps, ranks, flags):
     return epochs[-1]["images_per_second"]
 
 
+def step_args(model, mflags, batch, steps):
+    """One rank's `bench step`, one thread: every timed run starts from it."""
+    return [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
+            "--threads", "1", "--steps", str(steps), "--warmup", "2"]
+
+
 def bench_step(model, mflags, batch, steps, ranks, flags):
     if "ps" in flags:
         return train_rate(model, mflags, batch, steps, ranks, flags)
-    args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
-            "--threads", "1", "--steps", str(steps), "--warmup", "2"]
+    args = step_args(model, mflags, batch, steps)
     if ranks > 1:
         args += ["--workers", str(ranks)]
     if flags[:2] != ["--parallel", "none"] or ranks > 1:
@@ -125,8 +130,7 @@ def contention(model, mflags, batch, steps):
     not used yet: one alone's best against the best, over the rounds, of
     the slowest of the k (ranks in lockstep go at the slowest one's pace;
     SCALING, run 22)."""
-    args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
-            "--threads", "1", "--steps", str(steps), "--warmup", "2"]
+    args = step_args(model, mflags, batch, steps)
     best_alone, ratios, slowest = 0.0, {2: [], 4: []}, {2: 0.0, 4: 0.0}
     for _ in range(CONT_REPS):
         alone = last_json(run(args))["images_per_second"]
@@ -195,8 +199,7 @@ def pinned_rates(model, mflags, batch, steps):
     vCPU switching pace every few seconds; SCALING, run 22). Ranks in
     lockstep go at the slower one's pace at each moment, which a core's
     best does not measure."""
-    args = [BIN, "bench", "step", "--model", model, *mflags, "--batch", str(batch),
-            "--threads", "1", "--steps", str(steps), "--warmup", "2"]
+    args = step_args(model, mflags, batch, steps)
     return [last_json(run(["taskset", "-c", str(core), *args]))["images_per_second"]
             for core in sorted(os.sched_getaffinity(0))]
 
@@ -346,9 +349,8 @@ def cluster_model(model, name, link, hosts, comm_file):
     best = {}
     for _ in range(reps(model, cluster_reps(link))):
         for config, flags, mult in CLUSTER_CONFIGS[hosts]:
-            args = ["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts), BIN,
-                    "bench", "step", "--model", model, *mflags, "--batch", str(batch * mult),
-                    "--threads", "1", "--steps", str(steps), "--warmup", "2", *flags]
+            args = ["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts),
+                    *step_args(model, mflags, batch * mult, steps), *flags]
             try:
                 got = last_json(run(args))["images_per_second"]
                 best[config] = max(best.get(config, 0.0), got)
