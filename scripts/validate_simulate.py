@@ -4,13 +4,13 @@
 For each model: measure its per-layer compute profile once (cohort simulate
 --save-compute, best of 8 passes per layer, one thread), the host's
 contention (2 and 4 single-process `bench step` runs at once against one
-alone, the median of CONT_REPS (5) such pairs: --contention) and the shared-memory link (`bench comm`:
+alone, CONT_REPS (5) rounds, the best of each round's slowest against the
+best alone: --contention) and the shared-memory link (`bench comm`:
 --calibrate); scale the profile so that one rank's prediction is its
-measured step (the anchor); then for each configuration run `cohort bench
-step` (ps: `cohort train`, second epoch) REPS times, alternating
-configurations, keep the best rate, and predict it. Each run `cohort bench step` REPS times, alternating
-configurations, and keep the best rate; predict the same configuration from
-the saved profile and tabulate predicted vs measured step time.
+measured step (the anchor); then run each configuration `cohort bench step`
+(ps: `cohort train`, second epoch) REPS times, alternating configurations,
+keep the best rate, predict the same configuration from the saved profile
+and tabulate predicted vs measured step time.
 
 Then, where `scripts/cluster.sh check` passes (root, ip netns; CLUSTER=0
 skips it): a namespace cluster of 2 and 4 hosts (one rank each) at 1 and
@@ -122,14 +122,17 @@ def bench_step(model, mflags, batch, steps, ranks, flags):
 
 
 def contention(model, mflags, batch, steps):
-    """k single-process runs at once against one alone (k = 2, 4): the
-    slow-down of each, measured CONT_REPS times, each time against an alone
-    run made just before, and the median kept: the --contention curve. (A
-    best-of-2 on each side let one slow alone run move every 4-rank
-    prediction by 10%: run 7.) Also returns the lockstep curve, recorded and
-    not used yet: one alone's best against the best, over the rounds, of
-    the slowest of the k (ranks in lockstep go at the slowest one's pace;
-    SCALING, run 22)."""
+    """The --contention curve (k = 2, 4): one rank alone against k at once,
+    CONT_REPS rounds, each an alone run then k single-process runs started
+    together. The curve is one alone's best over the best, across the
+    rounds, of the slowest of the k: ranks in lockstep go at the slowest
+    one's pace, and the rows are each configuration's best, as the anchor
+    is one rank's best (run 22's machine: its vCPUs switched pace every few
+    seconds, each on its own; SCALING, run 22). Clamped to 1. Also returns
+    the curve runs 1-22 used, recorded only: the median over the rounds of
+    alone over the k's mean (a best-of-2 on each side let one slow alone run
+    move every 4-rank prediction by 10%: run 7); on machines whose cores
+    run alike the two agree."""
     args = step_args(model, mflags, batch, steps)
     best_alone, ratios, slowest = 0.0, {2: [], 4: []}, {2: 0.0, 4: 0.0}
     for _ in range(CONT_REPS):
@@ -141,9 +144,10 @@ def contention(model, mflags, batch, steps):
             rates = [last_json(p.communicate()[0])["images_per_second"] for p in ps]
             ratios[k].append(alone / (sum(rates) / k))
             slowest[k] = max(slowest[k], min(rates))
-    lockstep = ",".join("%d:%.3f" % (k, best_alone / r) for k, r in slowest.items())
-    return ",".join("%d:%.3f" % (k, max(1.0, statistics.median(r)))
-                    for k, r in ratios.items()), best_alone, lockstep
+    lockstep = ",".join("%d:%.3f" % (k, max(1.0, best_alone / r)) for k, r in slowest.items())
+    pair_median = ",".join("%d:%.3f" % (k, max(1.0, statistics.median(r)))
+                           for k, r in ratios.items())
+    return lockstep, best_alone, pair_median
 
 
 def simulate(model, mflags, profile, ranks, flags, batch, curve, cores, comm_file):
@@ -157,9 +161,9 @@ def measure(model, inputs, comm_file):
     """Profile, contention and every configuration's best rate for one model;
     the anchored profile goes to inputs/<model>.json."""
     mflags, batch, steps = MODELS[model]
-    curve, alone, lockstep = contention(model, mflags, batch, steps)
-    print("%s: one alone %.2f samples/s; --contention %s (lockstep, recorded: %s)"
-          % (model, alone, curve, lockstep), file=sys.stderr)
+    curve, alone, pair_median = contention(model, mflags, batch, steps)
+    print("%s: one alone %.2f samples/s; --contention %s (the median of pairs, recorded: %s)"
+          % (model, alone, curve, pair_median), file=sys.stderr)
     # Every configuration's rank computes `batch` rows at once (pipelines
     # take batch x micro-batches), so one profile serves them all.
     prof = os.path.join(inputs, "%s.json" % model)
@@ -190,7 +194,7 @@ def measure(model, inputs, comm_file):
           % (model, ", ".join("%.2f" % r for r in per_core), max(per_core) / min(per_core)),
           file=sys.stderr)
     return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best,
-            "per_core": per_core, "lockstep": lockstep}
+            "per_core": per_core, "pair_median": pair_median}
 
 
 def pinned_rates(model, mflags, batch, steps):
