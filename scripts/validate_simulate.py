@@ -5,12 +5,13 @@ For each model: measure its per-layer compute profile once (cohort simulate
 --save-compute, best of 8 passes per layer, one thread), the host's
 contention (2 and 4 single-process `bench step` runs at once against one
 alone, CONT_REPS (5) rounds, the best of each round's slowest against the
-best alone: --contention) and the shared-memory link (`bench comm`:
---calibrate); scale the profile so that one rank's prediction is its
-measured step (the anchor); then run each configuration `cohort bench step`
-(ps: `cohort train`, second epoch) REPS times, alternating configurations,
-keep the best rate, predict the same configuration from the saved profile
-and tabulate predicted vs measured step time.
+best alone: --contention; those alone runs count toward the single row)
+and the shared-memory link (`bench comm`: --calibrate); scale the profile
+so that one rank's prediction is its measured step (the anchor); then run
+each configuration `cohort bench step` (ps: `cohort train`, second epoch)
+REPS times, alternating configurations, keep the best rate, predict the
+same configuration from the saved profile and tabulate predicted vs
+measured step time.
 
 Then, where `scripts/cluster.sh check` passes (root, ip netns; CLUSTER=0
 skips it): a namespace cluster of 2 and 4 hosts (one rank each) at 1 and
@@ -182,6 +183,11 @@ def measure(model, inputs, comm_file):
             best[name] = max(best.get(name, 0.0), ips)
         for core, ips in enumerate(pinned_rates(model, mflags, batch, steps)):
             per_core[core] = max(per_core[core], ips)
+    # The contention rounds' alone runs are the single row's own command:
+    # its best is over all of them (CONT_REPS + reps), as the curve's alone
+    # side is (run 23: gpt2's two single runs both landed in slow
+    # stretches, 1.25 samples/s against 2.39 in the contention rounds).
+    best["single"] = max(best.get("single", 0.0), alone)
     # Anchor: scale the layer times so that one rank's predicted step is its
     # measured one (the profile's best-of-8 per layer misses the step's own
     # overheads and the load other processes put here).
