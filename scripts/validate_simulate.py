@@ -130,7 +130,7 @@ def contention(model, mflags, batch, steps):
     one's pace, and the rows are each configuration's best, as the anchor
     is one rank's best (run 22's machine: its vCPUs switched pace every few
     seconds, each on its own; SCALING, run 22). Clamped to 1. Also returns
-    the curve runs 1-22 used, recorded only: the median over the rounds of
+    the curve runs 8-22 used, recorded only: the median over the rounds of
     alone over the k's mean (a best-of-2 on each side let one slow alone run
     move every 4-rank prediction by 10%: run 7); on machines whose cores
     run alike the two agree."""
