@@ -11,7 +11,8 @@ so that one rank's prediction is its measured step (the anchor); then run
 each configuration `cohort bench step` (ps: `cohort train`, second epoch)
 REPS times, alternating configurations, keep the best rate, predict the
 same configuration from the saved profile and tabulate predicted vs
-measured step time.
+measured step time, each row from the profile scaled by the machine's drift
+beside it (host_round).
 
 Then, where `scripts/cluster.sh check` passes (root, ip netns; CLUSTER=0
 skips it): a namespace cluster of 2 and 4 hosts (one rank each) at 1 and
@@ -170,24 +171,22 @@ def measure(model, inputs, comm_file):
     prof = os.path.join(inputs, "%s.json" % model)
     run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
          str(batch), "--threads", "1", "--save-compute", prof])
-    best, per_core = {}, [0.0] * len(os.sched_getaffinity(0))
-    # Alternate configurations, keep each one's best; each round also times
-    # one rank pinned to each core (recorded, not used by the predictions).
+    best, local, per_core = {}, {}, [0.0] * len(os.sched_getaffinity(0))
+    # Alternate configurations, keep each one's best and the machine's speed
+    # beside that run (host_round); each round also times one rank pinned
+    # to each core (recorded, not used by the predictions).
     for _ in range(reps(model)):
-        for name, ranks, flags, mult in CONFIGS:
-            try:
-                ips = bench_step(model, mflags, batch * mult, steps, ranks, flags)
-            except RuntimeError as e:
-                print("  %s: %s" % (name, e), file=sys.stderr)
-                continue
-            best[name] = max(best.get(name, 0.0), ips)
+        for name, (ips, speed) in host_round(model, mflags, batch, steps).items():
+            if ips > best.get(name, 0.0):
+                best[name], local[name] = ips, speed
         for core, ips in enumerate(pinned_rates(model, mflags, batch, steps)):
             per_core[core] = max(per_core[core], ips)
     # The contention rounds' alone runs are the single row's own command:
     # its best is over all of them (CONT_REPS + reps), as the curve's alone
     # side is (run 23: gpt2's two single runs both landed in slow
     # stretches, 1.25 samples/s against 2.39 in the contention rounds).
-    best["single"] = max(best.get("single", 0.0), alone)
+    if alone > best.get("single", 0.0):
+        best["single"] = local["single"] = alone
     # Anchor: scale the layer times so that one rank's predicted step is its
     # measured one (the profile's best-of-8 per layer misses the step's own
     # overheads and the load other processes put here).
@@ -200,7 +199,27 @@ def measure(model, inputs, comm_file):
           % (model, ", ".join("%.2f" % r for r in per_core), max(per_core) / min(per_core)),
           file=sys.stderr)
     return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best,
-            "per_core": per_core, "pair_median": pair_median}
+            "local": local, "per_core": per_core, "pair_median": pair_median}
+
+
+def host_round(model, mflags, batch, steps):
+    """Every CONFIGS entry once, each between two drift readings (one rank
+    alone, the single row's command): name -> (its rate, the faster of the
+    readings on either side). A host row is predicted from the profile at
+    the machine's speed beside it, as the cluster's rows are (run 23: gpt2's
+    one rank alone ran 1.25 samples/s in one stretch and 2.39 in another)."""
+    single = lambda: bench_step(model, mflags, batch, steps, 1, ["--parallel", "none"])
+    got, before = {}, single()
+    for name, ranks, flags, mult in CONFIGS:
+        try:
+            ips = bench_step(model, mflags, batch * mult, steps, ranks, flags)
+        except RuntimeError as e:
+            print("  %s: %s" % (name, e), file=sys.stderr)
+            continue
+        after = single()
+        got[name] = (ips, max(before, after))
+        before = after
+    return got
 
 
 def pinned_rates(model, mflags, batch, steps):
@@ -466,14 +485,19 @@ def predict_all(out_dir, inputs, measured):
     rows = []
     for model, m in measured.items():
         mflags, batch, _ = MODELS[model]
-        prof = os.path.join(inputs, "%s.json" % model)
         for name, ranks, flags, mult in CONFIGS:
             if name not in m["best"]:
                 continue
+            # The profile at the machine's speed beside the row's best run
+            # (runs 1-23 took no reading there: 1).
+            local = m.get("local", {}).get(name)
+            drift = m["best"]["single"] / local if local else 1.0
+            prof = drifted_profile(inputs, model, drift)
             rows.append(predicted_row(
                 model, name, ranks, m, m["best"][name],
                 lambda: simulate(model, mflags, prof, ranks, flags, batch * mult,
-                                 m["contention"], m.get("cores", CORES), comm_file)))
+                                 m["contention"], m.get("cores", CORES), comm_file),
+                drift=drift))
     cluster_file = os.path.join(inputs, "cluster.json")
     if os.path.exists(cluster_file):
         with open(cluster_file) as f:
