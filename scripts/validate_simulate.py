@@ -202,13 +202,19 @@ def measure(model, inputs, comm_file):
             "local": local, "per_core": per_core, "pair_median": pair_median}
 
 
+def alone_rate(model):
+    """One rank alone, the single row's command: samples/s (a drift reading)."""
+    mflags, batch, steps = MODELS[model]
+    return bench_step(model, mflags, batch, steps, 1, ["--parallel", "none"])
+
+
 def host_round(model, mflags, batch, steps):
     """Every CONFIGS entry once, each between two drift readings (one rank
     alone, the single row's command): name -> (its rate, the faster of the
     readings on either side). A host row is predicted from the profile at
     the machine's speed beside it, as the cluster's rows are (run 23: gpt2's
     one rank alone ran 1.25 samples/s in one stretch and 2.39 in another)."""
-    single = lambda: bench_step(model, mflags, batch, steps, 1, ["--parallel", "none"])
+    single = lambda: alone_rate(model)
     got, before = {}, single()
     for name, ranks, flags, mult in CONFIGS:
         try:
@@ -371,8 +377,7 @@ def cluster_model(model, name, link, hosts, comm_file):
     # came 7-25% under the prediction). Each reading as the host's single
     # row: best of REPS, or MIN_REPS.
     def speed():
-        return max(bench_step(model, mflags, batch, steps, 1, ["--parallel", "none"])
-                   for _ in range(reps(model)))
+        return max(alone_rate(model) for _ in range(reps(model)))
 
     before = speed()
     best = {}
