@@ -75,6 +75,12 @@ std::optional<Topology> under_load(const Plan& plan, const Topology& t) {
   return l;
 }
 
+// A compute and a communication thread per rank are more threads than the
+// machine's cores (known only where --cores is given).
+bool threads_outnumber_cores(const Plan& plan, const Topology& t) {
+  return plan.cores > 0 && 2 * ranks_per_machine(plan, t) > plan.cores;
+}
+
 // When a collective begun at `begin` ends, taking `loaded` seconds at the
 // pace it has while compute runs (until `until`) and `idle` seconds alone:
 // it advances at the loaded pace until then, at the idle one after.
@@ -211,6 +217,13 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // unit inside one rank's block is sent whole by that rank to every other.
 // Each gather lands in pages released after the unit's last use: refilling
 // them (Profile::refill) is the rank's own CPU work, on its compute's clock.
+// Where a machine's ranks, each a compute and a communication thread, are
+// more threads than its cores, every queued transfer also waits for the
+// peer's communication thread to get a core back from its compute thread:
+// one scheduler slice (Profile::handover). mnist-large's ZeRO-3 x2 on 2
+// vCPUs (session 29's timeline): 11 gathers took the queue thread 92-94
+// ms of a 172 ms step, a copy and refill of ~3 ms each, and the compute
+// waited 32-43 ms for them; the slice measured there was ~4 ms.
 struct Zero3Unit {
   int64_t begin = 0, end = 0;  // parameters, as arena offsets
   double forward = 0, backward = 0;  // seconds, unslowed
@@ -288,9 +301,10 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   std::vector<double> gather(n), fill(n), copy(n);
   const int64_t total = p.params();
   const double refill = p.refill_for(4.0 * double(total));  // the arena's pages
+  const double handover = threads_outnumber_cores(plan, t) ? p.handover : 0.0;
   for (size_t i = 0; i < n; ++i) {
     const auto parts = block_parts(units[i].begin, units[i].end, total, g.count);
-    gather[i] = shard_gather_time(t, g, parts);
+    gather[i] = shard_gather_time(t, g, parts) + handover;
     // The owner sends n-1 copies, every other rank takes one in: 2/n of the
     // owner's work per rank, on average.
     copy[i] = shard_gather_time(cpu, g, parts) * 2.0 / g.count;
@@ -334,7 +348,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
       bucket += double(units[i].end - units[i].begin);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
         const auto parts = block_parts(units[i].begin, top, total, g.count);
-        z.queue(clock, shard_reduce_scatter_time(t, g, parts),
+        z.queue(clock, shard_reduce_scatter_time(t, g, parts) + handover,
                 shard_reduce_scatter_time(cpu, g, parts));
         bucket = 0;
         top = units[i].begin;

@@ -1,10 +1,14 @@
 #include "bench/sim_profile.h"
 
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -101,6 +105,44 @@ double time_refill(size_t bytes) {
   return best / double(bytes);
 }
 
+// Seconds a yielding thread waits while a busy thread on its core runs:
+// both pinned to one core, the yielder yields 200 times, spinning 20 us
+// between (a poll); the median of the yields that handed the core over
+// (longer than 100 us: a yield the scheduler refuses returns in
+// microseconds). 0 where none did.
+double time_handover() {
+  const int cpu = sched_getcpu();
+  std::atomic<bool> stop{false};
+  std::vector<double> waits;
+  const auto pin = [cpu] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  };
+  std::thread busy([&] {
+    pin();
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  std::thread yielder([&] {
+    pin();
+    for (int i = 0; i < 200; ++i) {
+      Timer t;
+      sched_yield();
+      if (t.seconds() > 100e-6) waits.push_back(t.seconds());
+      for (Timer spin; spin.seconds() < 20e-6;) {
+      }
+    }
+  });
+  yielder.join();
+  stop = true;
+  busy.join();
+  if (waits.empty()) return 0;
+  std::nth_element(waits.begin(), waits.begin() + waits.size() / 2, waits.end());
+  return waits[waits.size() / 2];
+}
+
 // The top-level layer holding parameter offset `at` (the arena's order).
 size_t layer_at(nn::Sequential& layers, int64_t at) {
   size_t i = 0;
@@ -173,6 +215,7 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   p.optimizer = time_optimizer(*model);
   p.refill = time_refill(2 * kHugePagesFrom);
   p.refill_small = time_refill(kHugePagesFrom / 4);
+  p.handover = time_handover();
   return p;
 }
 
@@ -208,7 +251,8 @@ void save_profile(const Profile& p, const std::string& path) {
   nlohmann::ordered_json j = {{"model", p.model}, {"batch", p.batch}, {"positions", p.positions},
                               {"threads", p.threads}, {"optimizer_s", p.optimizer},
                               {"refill_s_per_byte", p.refill},
-                              {"refill_small_s_per_byte", p.refill_small}};
+                              {"refill_small_s_per_byte", p.refill_small},
+                              {"handover_s", p.handover}};
   j["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : p.layers)
     j["layers"].push_back({{"name", l.name}, {"forward_s", l.forward}, {"backward_s", l.backward},
@@ -275,6 +319,8 @@ Profile load_profile(const std::string& path) {
   p.refill_small = j.value("refill_small_s_per_byte", 0.0);
   COHORT_INPUT_CHECK(p.refill_small >= 0, "--compute ", path,
                      ": refill_small_s_per_byte is negative");
+  p.handover = j.value("handover_s", 0.0);
+  COHORT_INPUT_CHECK(p.handover >= 0, "--compute ", path, ": handover_s is negative");
   COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");
   const auto& layers = key<nlohmann::json>(j, "layers", path, "the file");
   COHORT_INPUT_CHECK(layers.is_array() && !layers.empty(), "--compute ", path,

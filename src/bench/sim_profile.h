@@ -37,6 +37,12 @@ struct Profile {
   // (a 4 KiB fault cost 11.7 us on session 26's machine, 35x a huge page's
   // share).
   double refill_small = 0;
+  // Seconds a thread that gives its core to a busy one waits to get it back
+  // (the scheduler's slice as it runs here): a ZeRO-3 gather is a pair of
+  // transfers, each waiting for the peer's communication thread, which
+  // waits for a core while the ranks' compute threads hold them. 0: not
+  // measured (profiles before session 30), or no wait.
+  double handover = 0;
   // The refill rate of an arena of `bytes` bytes.
   double refill_for(double bytes) const;
   std::string source = "measured";  // or the file it came from

@@ -566,6 +566,26 @@ TEST(SimModel, ZeroThreeCountsTheCoresWorkThatOverlapsCompute) {
   EXPECT_NEAR(r.copies, gather, 1e-9);
 }
 
+TEST(SimModel, ZeroThreeTransfersWaitAHandoverWhereThreadsOutnumberCores) {
+  // Two layers of 2^20 parameters, no compute: every transfer is exposed.
+  // Gathers: both units forward, the first again backward (the last stays);
+  // reduce-scatters: one per layer (4 MiB, past the 1 MiB bucket). On 2
+  // cores, 2 ranks' compute and communication threads are 4: each of the 5
+  // transfers waits one handover. On 4 cores, or cores unknown, none does.
+  auto [plan, t] = zero3_on_two();
+  Profile p = uniform(2, 1 << 20);
+  p.optimizer = 0;
+  for (auto& l : p.layers) l.forward = l.backward = 0;
+  plan.cores = 2;
+  const double without = predict(p, plan, t).step;
+  p.handover = 0.004;
+  EXPECT_NEAR(predict(p, plan, t).step - without, 5 * 0.004, 1e-12);
+  plan.cores = 4;
+  EXPECT_NEAR(predict(p, plan, t).step, without, 1e-12);
+  plan.cores = 0;
+  EXPECT_NEAR(predict(p, plan, t).step, without, 1e-12);
+}
+
 TEST(SimModel, ZeroOneAndTwoRefillTheGradientsOutsideTheShard) {
   // Stages 1 and 2 return the gradient pages outside the shard after each
   // bucket's reduction: every step writes (N-1)/N of the 4 x 3P bytes afresh.
@@ -664,6 +684,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   p.optimizer = 0.25;
   p.refill = 2.5e-10;
   p.refill_small = 7.5e-9;
+  p.handover = 0.004;
   p.layers[1].out_bytes = 4096;
   p.layers[2].flops = 1e9;
   p.ties.push_back({2, 0, 55});
@@ -675,6 +696,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   EXPECT_DOUBLE_EQ(q.optimizer, 0.25);
   EXPECT_DOUBLE_EQ(q.refill, 2.5e-10);
   EXPECT_DOUBLE_EQ(q.refill_small, 7.5e-9);
+  EXPECT_DOUBLE_EQ(q.handover, 0.004);
   EXPECT_DOUBLE_EQ(q.layers[1].out_bytes, 4096);
   EXPECT_DOUBLE_EQ(q.layers[2].flops, 1e9);
   EXPECT_EQ(q.layers[2].params, 77);
