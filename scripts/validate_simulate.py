@@ -493,10 +493,12 @@ def predict_all(out_dir, inputs, measured):
         for name, ranks, flags, mult in CONFIGS:
             if name not in m["best"]:
                 continue
-            # The profile at the machine's speed beside the row's best run
-            # (runs 1-23 took no reading there: 1).
-            local = m.get("local", {}).get(name)
-            drift = m["best"]["single"] / local if local else 1.0
+            # The profile at one rank's best speed. The readings beside each
+            # row's best run (`local`, since run 24) are recorded, not used:
+            # on runs 24 and 25 they made the host rows worse (40 and 49 of
+            # 72 with them, 42 and 53 without; SCALING, run 25), since one
+            # rank alone lands on one core of two that ran 1.34-1.49x apart.
+            drift = 1.0
             prof = drifted_profile(inputs, model, drift)
             rows.append(predicted_row(
                 model, name, ranks, m, m["best"][name],
