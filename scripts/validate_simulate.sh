@@ -8,7 +8,7 @@
 # CLUSTER_REPS=N (or RATE:N,...; 1gbit:1,10gbit:2) each cluster one, in
 # rounds (best kept), COMM_REPS=N the `bench comm`
 # runs per cluster (3; the fit takes their median), MODELS=a,b limits the models,
-# CLUSTER=0 skips the cluster. Takes 75-105 minutes on 2 vCPUs (runs 21-24;
+# CLUSTER=0 skips the cluster. Takes 75-105 minutes on 2 vCPUs (runs 21-25;
 # about 40 for the host rows alone since run 24's drift readings).
 set -e
 cd "$(dirname "$0")/.."
