@@ -109,9 +109,10 @@ double time_refill(size_t bytes) {
 // both pinned to one core, the yielder yields 200 times, spinning 20 us
 // between (a poll); the median of the yields that handed the core over
 // (longer than 100 us: a yield the scheduler refuses returns in
-// microseconds). 0 where none did.
+// microseconds). 0 where none did, or where the core is unknown.
 double time_handover() {
   const int cpu = sched_getcpu();
+  if (cpu < 0) return 0;
   std::atomic<bool> stop{false};
   std::vector<double> waits;
   const auto pin = [cpu] {

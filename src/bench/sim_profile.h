@@ -82,7 +82,7 @@ Profile flops_profile(const std::string& model, int64_t seq, int64_t vocab, int6
                       double gflops);
 
 // JSON round trip ({"model", "batch", "positions", "threads", "optimizer_s",
-// "refill_s_per_byte" (optional: 0), "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
+// "refill_s_per_byte", "refill_small_s_per_byte", "handover_s" (each optional: 0), "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
 // "flops"}], "ties" (optional): [{"layer", "owner", "params"}]}). load: InputError naming the file and the key at fault.
 void save_profile(const Profile& p, const std::string& path);
 Profile load_profile(const std::string& path);
