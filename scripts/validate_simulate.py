@@ -211,9 +211,9 @@ def alone_rate(model):
 def host_round(model, mflags, batch, steps):
     """Every CONFIGS entry once, each between two drift readings (one rank
     alone, the single row's command): name -> (its rate, the faster of the
-    readings on either side). A host row is predicted from the profile at
-    the machine's speed beside it, as the cluster's rows are (run 23: gpt2's
-    one rank alone ran 1.25 samples/s in one stretch and 2.39 in another)."""
+    readings on either side), recorded: the host rows are predicted at one
+    rank's best speed (predict_all; run 23: gpt2's one rank alone ran 1.25
+    samples/s in one stretch and 2.39 in another)."""
     single = lambda: alone_rate(model)
     got, before = {}, single()
     for name, ranks, flags, mult in CONFIGS:
@@ -498,13 +498,11 @@ def predict_all(out_dir, inputs, measured):
             # on runs 24 and 25 they made the host rows worse (40 and 49 of
             # 72 with them, 42 and 53 without; SCALING, run 25), since one
             # rank alone lands on one core of two that ran 1.34-1.49x apart.
-            drift = 1.0
-            prof = drifted_profile(inputs, model, drift)
+            prof = os.path.join(inputs, "%s.json" % model)
             rows.append(predicted_row(
                 model, name, ranks, m, m["best"][name],
                 lambda: simulate(model, mflags, prof, ranks, flags, batch * mult,
-                                 m["contention"], m.get("cores", CORES), comm_file),
-                drift=drift))
+                                 m["contention"], m.get("cores", CORES), comm_file)))
     cluster_file = os.path.join(inputs, "cluster.json")
     if os.path.exists(cluster_file):
         with open(cluster_file) as f:
