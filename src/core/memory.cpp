@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -104,23 +107,76 @@ bool reset_peak_rss() {
   return bool(out.flush());
 }
 
-std::shared_ptr<void> allocate_pages(size_t bytes) {
-  bytes = std::max<size_t>(bytes, 1);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+namespace {
+
+// The mappings of huge pages alive, as [begin, end) addresses: release_pages
+// returns whole huge pages inside them. Never destroyed: a mapping may
+// outlive static destruction.
+struct HugeMappings {
+  std::mutex mutex;
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans;
+};
+HugeMappings& huge_mappings() {
+  static auto* m = new HugeMappings;
+  return *m;
+}
+
+// `bytes` mapped at a multiple of `align` (a power of two): the mapping
+// over-allocated, its head and tail unmapped.
+void* map_aligned(size_t bytes, size_t align) {
+  const size_t over = align > 1 ? bytes + align : bytes;
+  void* p = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (p == MAP_FAILED)
     throw Error(detail::concat("out of host memory mapping ", bytes, " bytes"));
+  const uintptr_t b = uintptr_t(p), a = (b + align - 1) & ~uintptr_t(align - 1);
+  if (a > b) munmap(p, a - b);
+  if (b + over > a + bytes) munmap(reinterpret_cast<void*>(a + bytes), b + over - (a + bytes));
+  return reinterpret_cast<void*>(a);
+}
+
+}  // namespace
+
+std::shared_ptr<void> allocate_pages(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  if (bytes < kHugePagesFrom) {
+    void* p = map_aligned(bytes, 1);
+    return std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
+  }
   // Transparent huge pages where the kernel offers them on request: ZeRO-3
   // refills each gathered layer's released pages every pass, and 2 MB pages
   // take 512x fewer faults (gpt2 zero-3, 2 ranks: 4.2M -> 0.63M faults,
-  // epoch 16.6 -> 13.0 s). Releasing part of one splits it.
-  if (bytes >= kHugePagesFrom) madvise(p, bytes, MADV_HUGEPAGE);
-  return std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
+  // epoch 16.6 -> 13.0 s).
+  void* p = map_aligned(bytes, kHugePage);
+  madvise(p, bytes, MADV_HUGEPAGE);
+  const uintptr_t b = uintptr_t(p);
+  HugeMappings& m = huge_mappings();
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.spans.emplace_back(b, b + bytes);
+  }
+  return std::shared_ptr<void>(p, [&m, bytes](void* q) {
+    {
+      std::lock_guard<std::mutex> lock(m.mutex);
+      const auto span = std::make_pair(uintptr_t(q), uintptr_t(q) + bytes);
+      m.spans.erase(std::remove(m.spans.begin(), m.spans.end(), span), m.spans.end());
+    }
+    munmap(q, bytes);
+  });
+}
+
+size_t release_grain(const void* p) {
+  const uintptr_t a = uintptr_t(p);
+  HugeMappings& m = huge_mappings();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  for (auto [b, e] : m.spans)
+    if (a >= b && a < e) return kHugePage;
+  return size_t(sysconf(_SC_PAGESIZE));
 }
 
 void release_pages(void* p, size_t bytes, bool zero_edges) {
   if (bytes == 0) return;
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t page = release_grain(p);
   const uintptr_t b = uintptr_t(p), e = b + bytes;
   const uintptr_t ib = (b + page - 1) / page * page, ie = e / page * page;
   if (ib >= ie) {  // no whole page inside

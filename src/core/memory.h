@@ -70,14 +70,21 @@ bool reset_peak_rss();
 // Zeroed host memory straight from the kernel (mmap): a page costs nothing
 // until first touched, so an arena of which a rank uses one shard holds only
 // that shard (and the pages it touches). 4096-byte aligned.
-// Mappings of at least kHugePagesFrom bytes ask for transparent huge pages.
+// Mappings of at least kHugePagesFrom bytes ask for transparent huge pages
+// and start on a huge page.
 std::shared_ptr<void> allocate_pages(size_t bytes);
 constexpr size_t kHugePagesFrom = size_t(64) << 20;  // a mapping worth 32 huge pages
+constexpr size_t kHugePage = size_t(2) << 20;
 // Returns the whole pages inside [p, p + bytes) of such memory to the kernel
 // (they read as zeros again, and are resident again once written) and, with
 // `zero_edges`, zeroes the bytes of the range on the pages it shares with
-// its neighbours, so the whole range reads as zeros.
+// its neighbours, so the whole range reads as zeros. In a mapping of huge
+// pages the pages are huge ones: returning part of one splits it, and its
+// 512 small pages then fault back one at a time.
 void release_pages(void* p, size_t bytes, bool zero_edges);
+// The pages release_pages returns at p: kHugePage inside a mapping of huge
+// pages, the system's page elsewhere.
+size_t release_grain(const void* p);
 
 // The counter of the innermost live CountAllocations on this thread, or null.
 const std::shared_ptr<MemoryCounter>& current_memory_counter();

@@ -3,6 +3,9 @@
 // leaves the bytes outside its range alone.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstring>
 
 #include "core/memory.h"
@@ -36,6 +39,31 @@ TEST(Pages, ZeroEdgesClearsTheRangeOnSharedPagesAndNothingElse) {
     const bool inside = i >= 100 && i < 3000;
     ASSERT_EQ(f[i], inside ? 0.0f : 1.0f + float(i)) << "element " << i;
   }
+}
+
+// In a mapping of huge pages a release returns only the huge pages inside
+// its range: the ones it covers in part stay whole (returning part of one
+// splits it into 512 small pages that fault back one by one), their bytes
+// kept, or zeroed with `zero_edges`.
+TEST(Pages, InAHugeMappingOnlyWholeHugePagesGoBack) {
+  std::shared_ptr<void> mem = allocate_pages(kHugePagesFrom);
+  auto* f = static_cast<float*>(mem.get());
+  ASSERT_EQ(release_grain(f), kHugePage);
+  ASSERT_EQ(uintptr_t(f) % kHugePage, 0u) << "a mapping of huge pages starts on one";
+  const size_t n = kHugePagesFrom / 4, mb = kMB / 4;
+  for (size_t i = 0; i < n; ++i) f[i] = 1.0f;
+  release_pages(f + mb, 6 * kMB, false);  // [1 MB, 7 MB): huge pages [2, 4) and [4, 6) go back
+  for (size_t i = 0; i < 8 * mb; i += 1024) {
+    const bool returned = i >= 2 * mb && i < 6 * mb;
+    ASSERT_EQ(f[i], returned ? 0.0f : 1.0f) << "element " << i;
+  }
+  release_pages(f + 9 * mb, 3 * kMB, true);  // [9 MB, 12 MB): [10, 12) back, [9, 10) zeroed
+  for (size_t i = 8 * mb; i < 13 * mb; i += 1024) {
+    const bool inside = i >= 9 * mb && i < 12 * mb;
+    ASSERT_EQ(f[i], inside ? 0.0f : 1.0f) << "element " << i;
+  }
+  std::shared_ptr<void> small = allocate_pages(kHugePagesFrom / 2);
+  EXPECT_EQ(release_grain(small.get()), size_t(sysconf(_SC_PAGESIZE)));
 }
 
 }  // namespace
