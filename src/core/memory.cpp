@@ -121,17 +121,19 @@ HugeMappings& huge_mappings() {
   return *m;
 }
 
-// `bytes` mapped at a multiple of `align` (a power of two): the mapping
-// over-allocated, its head and tail unmapped.
+// `bytes` mapped at a multiple of `align` (a power of two, at least a page,
+// or 1): the mapping over-allocated, its head and tail unmapped.
 void* map_aligned(size_t bytes, size_t align) {
   const size_t over = align > 1 ? bytes + align : bytes;
   void* p = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (p == MAP_FAILED)
     throw Error(detail::concat("out of host memory mapping ", bytes, " bytes"));
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   const uintptr_t b = uintptr_t(p), a = (b + align - 1) & ~uintptr_t(align - 1);
+  const uintptr_t end = (a + bytes + page - 1) / page * page, mapped = (b + over + page - 1) / page * page;
   if (a > b) munmap(p, a - b);
-  if (b + over > a + bytes) munmap(reinterpret_cast<void*>(a + bytes), b + over - (a + bytes));
+  if (mapped > end) munmap(reinterpret_cast<void*>(end), mapped - end);
   return reinterpret_cast<void*>(a);
 }
 
