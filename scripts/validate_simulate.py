@@ -168,7 +168,7 @@ def measure(model, inputs, comm_file):
           % (model, alone, curve, pair_median), file=sys.stderr)
     # Every configuration's rank computes `batch` rows at once (pipelines
     # take batch x micro-batches), so one profile serves them all.
-    prof = os.path.join(inputs, "%s.json" % model)
+    prof = profile_file(inputs, model)
     run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
          str(batch), "--threads", "1", "--save-compute", prof])
     best, local, per_core = {}, {}, [0.0] * len(os.sched_getaffinity(0))
@@ -437,10 +437,15 @@ def cluster_predict(runs, measured, inputs):
     return rows
 
 
+def profile_file(inputs, model):
+    """inputs/<model>.json: the model's profile (`simulate --save-compute`)."""
+    return os.path.join(inputs, "%s.json" % model)
+
+
 def drifted_profile(inputs, model, drift):
     """inputs/<model>.json with its times x drift, as a file beside it (the
     profile itself where drift is 1)."""
-    prof = os.path.join(inputs, "%s.json" % model)
+    prof = profile_file(inputs, model)
     if drift == 1.0:
         return prof
     out = os.path.join(inputs, "drifted", "%s-x%.4f.json" % (model, drift))
@@ -498,7 +503,7 @@ def predict_all(out_dir, inputs, measured):
             # on runs 24 and 25 they made the host rows worse (40 and 49 of
             # 72 with them, 42 and 53 without; SCALING, run 25), since one
             # rank alone lands on one core of two that ran 1.34-1.49x apart.
-            prof = os.path.join(inputs, "%s.json" % model)
+            prof = profile_file(inputs, model)
             rows.append(predicted_row(
                 model, name, ranks, m, m["best"][name],
                 lambda: simulate(model, mflags, prof, ranks, flags, batch * mult,
