@@ -183,12 +183,13 @@ double shard_gather_time(const Topology& t, const Group& g, const std::vector<do
   return l.alpha + std::max(up, total - least) / l.bytes_per_s;
 }
 
-std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks) {
+std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks,
+                                double elem_bytes) {
   const ShardLayout layout(elements, ranks);  // ZeRO's own cut
   std::vector<double> parts(size_t(ranks), 0.0);
   for (int k = 0; k < ranks; ++k) {
     const int64_t lo = std::max(b, layout.begin(k)), hi = std::min(e, layout.end(k));
-    if (hi > lo) parts[size_t(k)] = 4.0 * double(hi - lo);
+    if (hi > lo) parts[size_t(k)] = elem_bytes * double(hi - lo);
   }
   return parts;
 }

@@ -112,8 +112,10 @@ double shard_allgather_time(const Topology& t, const Group& g, double bytes, dou
 // the one-way rate.
 double shard_gather_time(const Topology& t, const Group& g, const std::vector<double>& parts);
 // The bytes of elements [b, e) in each of `ranks` blocks of an arena of
-// `elements`, cut as parallel/shards.h's ShardLayout cuts it.
-std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks);
+// `elements`, cut as parallel/shards.h's ShardLayout cuts it, at
+// `elem_bytes` an element (4: f32 weights and gradients; 2: bf16 gradients).
+std::vector<double> block_parts(int64_t b, int64_t e, int64_t elements, int ranks,
+                                double elem_bytes);
 
 // alpha/beta fitted (t = a + b * bytes: a from the smallest size, b from
 // the slope to the size nearest at_bytes, the largest where at_bytes <= 0)

@@ -131,18 +131,26 @@ double range_ready(const std::vector<int64_t>& off, const std::vector<double>& d
   return done.empty() ? 0 : done.front();
 }
 
-// A bucket's collective: elements [b, e) of an arena of `n`.
+// A bucket's collective: elements [b, e) of an arena of `n`, `bytes` an
+// element on the wire.
 using CollectiveTime = double (*)(const Topology&, const Group&, int64_t b, int64_t e, int64_t n,
-                                  Algo);
+                                  Algo, double bytes);
 
-double allreduce_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t, Algo a) {
-  return allreduce_time(t, g, 4.0 * double(e - b), a);
+double allreduce_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t, Algo a,
+                       double bytes) {
+  return allreduce_time(t, g, bytes * double(e - b), a);
 }
 
 // ZeRO 1-3: reduce_scatter_range over the blocks the bucket falls in.
 double reduce_scatter_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t n,
-                            Algo) {
-  return shard_reduce_scatter_time(t, g, block_parts(b, e, n, g.count));
+                            Algo, double bytes) {
+  return shard_reduce_scatter_time(t, g, block_parts(b, e, n, g.count, bytes));
+}
+
+// The algorithm a gradient all-reduce runs: with bf16 on the wire `auto`
+// is the ring, the one that keeps bf16 there (parallel/grad_reduce.h).
+Algo gradient_algo(const Plan& plan) {
+  return plan.grad_bytes == 2 && plan.algo == Algo::kAuto ? Algo::kRing : plan.algo;
 }
 
 // ZeRO 1-2's all-gather of the stepped shards: f32 weights in whole blocks,
@@ -177,14 +185,15 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
     double free = start;
     for (const auto& [b, e] : bk) {
       const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
-      const double idle = reduce(t, g, b, e, p.params(), algo);
+      const double idle = reduce(t, g, b, e, p.params(), algo, plan.grad_bytes);
       const double begin = std::max(free, ready);
-      free = loaded ? finish(begin, end, reduce(*loaded, g, b, e, p.params(), algo), idle)
+      free = loaded ? finish(begin, end, reduce(*loaded, g, b, e, p.params(), algo, plan.grad_bytes),
+                             idle)
                     : begin + idle;
       // Polling holds a core for the idle pace's time: the rest of a loaded
       // collective is the thread waiting for a core.
       wire += idle;
-      moved += reduce(cpu, g, b, e, p.params(), algo);
+      moved += reduce(cpu, g, b, e, p.params(), algo, plan.grad_bytes);
     }
     exposed += std::max(0.0, free - end);
     clock = std::max(end, free);
@@ -303,7 +312,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   const double refill = p.refill_for(4.0 * double(total));  // the arena's pages
   const double handover = threads_outnumber_cores(plan, t) ? p.handover : 0.0;
   for (size_t i = 0; i < n; ++i) {
-    const auto parts = block_parts(units[i].begin, units[i].end, total, g.count);
+    const auto parts = block_parts(units[i].begin, units[i].end, total, g.count, 4.0);
     gather[i] = shard_gather_time(t, g, parts) + handover;
     // The owner sends n-1 copies, every other rank takes one in: 2/n of the
     // owner's work per rank, on average.
@@ -347,7 +356,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
       clock = z.compute(start, refilled + units[i].backward * f);
       bucket += double(units[i].end - units[i].begin);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
-        const auto parts = block_parts(units[i].begin, top, total, g.count);
+        const auto parts = block_parts(units[i].begin, top, total, g.count, plan.grad_bytes);
         z.queue(clock, shard_reduce_scatter_time(t, g, parts) + handover,
                 shard_reduce_scatter_time(cpu, g, parts));
         bucket = 0;
@@ -623,7 +632,8 @@ Timeline pipeline(const Profile& p, const Plan& plan, const Topology& t, double 
   std::vector<double> ends(static_cast<size_t>(k));
   for (int s = 0; s < k; ++s) {
     const double reduce = phase([&](const Topology& l) {
-      return allreduce_time(l, Group{s, d, k}, 4.0 * double(params[size_t(s)]), plan.algo);
+      return allreduce_time(l, Group{s, d, k}, plan.grad_bytes * double(params[size_t(s)]),
+                            gradient_algo(plan));
     });
     const double opt = p.optimizer * f * double(params[size_t(s)]) / double(std::max<int64_t>(1, p.params()));
     ends[size_t(s)] = (tied > 0 ? last + sum_tied : real[size_t(s)]) + reduce + opt;
@@ -728,6 +738,11 @@ void check_plan(const Plan& plan, int world) {
   if (plan.parallel == "ps")
     COHORT_INPUT_CHECK(plan.servers >= 1 && plan.servers < world, "--servers ", plan.servers,
                        " must leave at least one worker of ", world, " ranks");
+  const bool sums_gradients = plan.parallel == "dp" || plan.parallel == "zero" ||
+                              (plan.parallel == "hybrid" && plan.dp > 1);
+  COHORT_INPUT_CHECK(plan.grad_bytes == 4 || sums_gradients,
+                     "--grad-dtype bf16 acts on gradients summed over ranks: --parallel dp or zero, "
+                     "or hybrid with --dp 2 or more (got --parallel ", plan.parallel, ")");
 }
 
 namespace {
@@ -744,7 +759,8 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
     r.p = data_parallel(p, plan, t, cpu, Group{0, 1, 1}, f, allreduce_range, plan.algo, 1, false, false);
     r.p.samples = double(plan.batch) * plan.accumulate;
   } else if (s == "dp") {
-    r.p = data_parallel(p, plan, t, cpu, all, f, allreduce_range, plan.algo, 1, false, false);
+    r.p = data_parallel(p, plan, t, cpu, all, f, allreduce_range, gradient_algo(plan), 1, false,
+                        false);
     r.p.samples = double(plan.batch) * plan.accumulate * world;
   } else if (s == "zero") {
     if (plan.zero_stage == 1)
@@ -831,6 +847,7 @@ Prediction predict_single(const Profile& prof, const Plan& plan) {
   Plan one = plan;
   one.parallel = "none";
   one.cores = 0;
+  one.grad_bytes = 4;  // one rank sums no gradients
   const int64_t rows = one.batch;
   const Profile p = prof.batch == rows ? prof : prof.at_batch(rows);
   Topology t;

@@ -33,6 +33,10 @@ struct Plan {
   int64_t batch = 128;  // per rank (dp, zero, ps workers); per pipeline (mp, pp, hybrid)
   int accumulate = 1;
   double activation_bytes = 4;  // per element sent between stages (bf16: 2)
+  // Per gradient element summed over ranks (--grad-dtype bf16: 2; dp,
+  // ZeRO's reduce-scatters, hybrid's replicas): the arena stays f32 and
+  // buckets are cut in f32 elements, so a bucket sends half its bytes.
+  double grad_bytes = 4;
   double cores = 0;             // compute units per host that ranks share (0: one per rank)
   bool busy_wait = false;       // ranks poll in blocking MPI calls: waiting holds a core
   // Hosts that are one machine's network namespaces (scripts/cluster.sh):

@@ -41,6 +41,8 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
                  "stage 3: MiB of parameters gathered ahead (zero)")
       ->capture_default_str();
   app.add_option("--precision", c.precision, "fp32 | bf16: the bytes of activations sent between stages");
+  app.add_option("--grad-dtype", c.grad_dtype,
+                 "fp32 | bf16: gradients on the wire (dp, zero, hybrid; DeepSpeed's communication_data_type)");
   app.add_option("--hosts", c.hosts, "hosts");
   app.add_option("--ranks-per-host", c.ranks_per_host, "ranks on each host");
   app.add_option("--link", c.link, "between hosts: BW,LATENCY (10Gbit,20us; GB, MB, Mbit; ns, ms, s)");
@@ -139,6 +141,9 @@ sim::Topology resolve(SimulateConfig& c) {
   COHORT_INPUT_CHECK(c.precision == "fp32" || c.precision == "bf16", "--precision: unknown precision '",
                      c.precision, "' (valid: fp32, bf16)");
   c.plan.activation_bytes = c.precision == "bf16" ? 2 : 4;
+  COHORT_INPUT_CHECK(c.grad_dtype == "fp32" || c.grad_dtype == "bf16", "--grad-dtype: unknown dtype '",
+                     c.grad_dtype, "' (valid: fp32, bf16)");
+  c.plan.grad_bytes = c.grad_dtype == "bf16" ? 2 : 4;
   c.plan.contention.clear();
   std::stringstream list(c.contention);
   for (std::string item; std::getline(list, item, ',');) {
@@ -223,19 +228,21 @@ int run_single(SimulateConfig& c, const sim::Topology& t, const sim::Profile& p)
   const sim::Prediction one = sim::predict_single(p, c.plan);
   const int ranks = c.parallel == "none" ? 1 : t.size();
   std::fprintf(stderr,
-               "simulate %s --parallel %s on %d host(s) x %d rank(s); between hosts %s, inside %s\n"
+               "simulate %s --parallel %s (%s gradients) on %d host(s) x %d rank(s); between hosts %s, "
+               "inside %s\n"
                "  compute: %s, per-rank rows %lld, %d thread(s)\n"
                "  step %.2f ms = compute %.2f + exposed communication %.2f + bubble %.2f + data %.2f"
                " (contention x%.2f)\n"
                "  %.0f %s/s; one rank %.0f %s/s; scaling efficiency %.3f\n",
-               c.model.c_str(), c.parallel.c_str(), t.hosts, t.ranks_per_host,
+               c.model.c_str(), c.parallel.c_str(), c.grad_dtype.c_str(), t.hosts, t.ranks_per_host,
                sim::describe_link(t.inter).c_str(), sim::describe_link(t.intra).c_str(),
                p.source.c_str(), (long long)p.batch, p.threads, 1e3 * r.step, 1e3 * r.compute,
                1e3 * r.comm, 1e3 * r.bubble, 1e3 * r.data, r.contention,
                r.rate() * double(p.positions), unit(p), one.rate() * double(p.positions), unit(p),
                r.rate() / (ranks * one.rate()));
   nlohmann::ordered_json out = {{"event", "simulate"}, {"model", c.model}, {"parallel", c.parallel},
-                                {"hosts", t.hosts}, {"ranks_per_host", t.ranks_per_host}};
+                                {"grad_dtype", c.grad_dtype}, {"hosts", t.hosts},
+                                {"ranks_per_host", t.ranks_per_host}};
   const nlohmann::ordered_json row = row_json(r, one, ranks, p);
   for (auto it = row.begin(); it != row.end(); ++it) out[it.key()] = it.value();
   std::printf("%s\n", out.dump().c_str());
@@ -290,7 +297,8 @@ int run_sweep(SimulateConfig& c, const sim::Topology& t, const sim::Profile& p) 
   }
   for (size_t a = 0; a < algos.size(); ++a) curves[algos[a]] = rows[a];
   nlohmann::ordered_json out = {{"event", "simulate-sweep"}, {"model", c.model},
-                                {"parallel", c.parallel}, {"batch", c.plan.batch},
+                                {"parallel", c.parallel}, {"grad_dtype", c.grad_dtype},
+                                {"batch", c.plan.batch},
                                 {"ranks_per_host", t.ranks_per_host},
                                 {"link", sim::describe_link(t.inter)},
                                 {"intra", sim::describe_link(t.intra)}, {"curves", curves}};

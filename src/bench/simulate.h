@@ -13,7 +13,8 @@ struct SimulateConfig {
   std::string model = "mnist-large";
   int64_t seq = 0, vocab = 0;
   std::string parallel = "dp";
-  std::string allreduce = "auto", schedule = "1f1b", ps_mode = "sync", precision = "fp32";
+  std::string allreduce = "auto", schedule = "1f1b", ps_mode = "sync", precision = "fp32",
+              grad_dtype = "fp32";
   bool no_overlap = false;
   sim::Plan plan;
   int hosts = 1, ranks_per_host = 1;

@@ -135,9 +135,11 @@ TEST(SimComm, BandwidthComesFromTheSizeNearestTheBucket) {
 
 TEST(SimComm, ZeroCollectivesFollowTheArenasBlocks) {
   // parallel/shards.cpp: 4 ranks, an arena of 4096 floats in blocks of 1024.
-  const auto inside = block_parts(100, 612, 4096, 4);  // all in block 0
+  const auto inside = block_parts(100, 612, 4096, 4, 4.0);  // all in block 0
   EXPECT_EQ(inside, (std::vector<double>{2048.0, 0, 0, 0}));
-  const auto spread = block_parts(0, 4096, 4096, 4);
+  // bf16 gradients: the same elements, 2 bytes each.
+  EXPECT_EQ(block_parts(100, 612, 4096, 4, 2.0), (std::vector<double>{1024.0, 0, 0, 0}));
+  const auto spread = block_parts(0, 4096, 4096, 4, 4.0);
   EXPECT_EQ(spread, (std::vector<double>{4096.0, 4096, 4096, 4096}));
   const Topology t = one_host(4, 1e-6, 1e9);
   // The owner sends its 2048 bytes to 3 ranks: its uplink carries 3 copies.
@@ -322,6 +324,48 @@ TEST(SimModel, DataParallelOverlapsBucketsWithBackward) {
   plan.overlap = false;
   EXPECT_NEAR(predict(p, plan, t).comm, 2 * one, 1e-9);
   EXPECT_NEAR(predict(p, plan, t).compute, 6.0, 1e-9);
+}
+
+TEST(SimModel, Bf16GradientsSendHalfABucketsBytes) {
+  // --grad-dtype bf16: buckets are cut in f32 elements (1 MiB = 2^18 of
+  // them) and sent at 2 bytes each; `auto` runs the ring, as GradReducer
+  // does. Without overlap both buckets' reductions are exposed.
+  auto [p, plan] = two_bucket_dp();
+  plan.overlap = false;
+  plan.grad_bytes = 2;
+  plan.algo = Algo::kAuto;
+  const Topology t = one_host(4, 1e-3, 1e6);
+  const double half = allreduce_time(t, Group{0, 4, 1}, 1 << 19, Algo::kRing);
+  EXPECT_NEAR(predict(p, plan, t).comm, 2 * half, 1e-9);
+  EXPECT_EQ(predict_single(p, plan).step, 6.0);  // one rank: nothing on the wire
+  // ZeRO-2's reduce-scatters move the same elements at 2 bytes: each
+  // bucket (one layer, the blocks of ranks 2-3 or 0-1) takes p-1 hops of
+  // its largest part, 2^17 elements.
+  plan.parallel = "zero";
+  plan.zero_stage = 2;
+  const Prediction z = predict(p, plan, t);
+  plan.grad_bytes = 4;
+  const Prediction z4 = predict(p, plan, t);
+  const double saved = 2 * (shard_reduce_scatter_time(t, Group{0, 4, 1}, {524288.0, 524288, 0, 0}) -
+                            shard_reduce_scatter_time(t, Group{0, 4, 1}, {262144.0, 262144, 0, 0}));
+  EXPECT_NEAR(z4.comm - z.comm, saved, 1e-9);
+}
+
+TEST(SimModel, Bf16GradientsNeedAGradientSum) {
+  Plan plan;
+  plan.grad_bytes = 2;
+  for (const char* s : {"dp", "zero"}) {
+    plan.parallel = s;
+    EXPECT_NO_THROW(check_plan(plan, 2)) << s;
+  }
+  plan.parallel = "pp";
+  plan.stages = 2;
+  EXPECT_THROW(check_plan(plan, 2), InputError);
+  plan.parallel = "hybrid";
+  plan.dp = 1;
+  EXPECT_THROW(check_plan(plan, 2), InputError);
+  plan.dp = 2;
+  EXPECT_NO_THROW(check_plan(plan, 4));
 }
 
 // Between hosts, where the links were measured with every core computing
@@ -738,6 +782,9 @@ TEST(SimulateCli, BadFlagsExitTwoNamingTheFlag) {
   testing_support::expect_one_line_error(bin + "--allreduce butterfly", "--allreduce");
   testing_support::expect_one_line_error(bin + "--parallel magic", "--parallel");
   testing_support::expect_one_line_error(bin + "--schedule zigzag", "--schedule");
+  testing_support::expect_one_line_error(bin + "--grad-dtype fp8", "--grad-dtype");
+  testing_support::expect_one_line_error(bin + "--parallel pp --stages 2 --hosts 2 --grad-dtype bf16",
+                                         "--grad-dtype");
   testing_support::expect_one_line_error(bin + "--sweep 1,two", "--sweep");
   testing_support::expect_one_line_error(bin + "--hosts 0", "--hosts");
   testing_support::expect_one_line_error(bin + "--contention 2-1.5", "--contention");
