@@ -96,15 +96,10 @@ std::vector<int64_t> param_offsets(const Profile& p) {
   return off;
 }
 
-// A bucket's f32 elements.
-int64_t bucket_elems(double bucket_mb) {
-  return std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / 4));
-}
-
 // Gradient buckets as data parallelism cuts them: from the end of the
 // arena, bucket_mb each; {begin, end} in elements.
 std::vector<std::pair<int64_t, int64_t>> buckets(int64_t n, double bucket_mb) {
-  const int64_t per = bucket_elems(bucket_mb);
+  const int64_t per = f32_elements_in_mib(bucket_mb);
   std::vector<std::pair<int64_t, int64_t>> b;
   for (int64_t end = n; end > 0; end -= per) b.push_back({std::max<int64_t>(0, end - per), end});
   return b;
@@ -246,7 +241,7 @@ std::vector<Zero3Unit> zero3_units(const Profile& p, double bucket_mb) {
   std::vector<Zero3Unit> units;
   int64_t begin = 0;
   for (const LayerCost& l : p.layers) {
-    if (l.params <= bucket_elems(bucket_mb) || l.leaves.size() < 2) {
+    if (l.params <= f32_elements_in_mib(bucket_mb) || l.leaves.size() < 2) {
       units.push_back({begin, begin + l.params, l.forward, l.backward});
       begin += l.params;
       continue;
@@ -319,8 +314,8 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
     copy[i] = shard_gather_time(cpu, g, parts) * 2.0 / g.count;
     fill[i] = refill * 4.0 * double(units[i].end - units[i].begin) * f;
   }
-  const double per_bucket = plan.bucket_mb * (1 << 20) / 4;
-  const double budget = std::max(1.0, plan.prefetch_mb * (1 << 20) / 4);
+  const double per_bucket = double(f32_elements_in_mib(plan.bucket_mb));
+  const double budget = double(f32_elements_in_mib(plan.prefetch_mb));
   Zero3Clocks z;
   double clock = 0;
   // Queues the gathers after unit i in the pass's order (step +1 or -1)

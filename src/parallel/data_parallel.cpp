@@ -15,7 +15,7 @@ BucketReducer::BucketReducer(comm::Communicator& comm, float* grads, int64_t n, 
                              bool overlap, DType wire, comm::Algorithm algo, int64_t begin)
     : comm_(comm), grads_(grads), overlap_(overlap), reducer_(wire, algo) {
   COHORT_INPUT_CHECK(bucket_mb > 0, "--bucket-mb must be positive, got ", bucket_mb);
-  const int64_t per = std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)));
+  const int64_t per = f32_elements_in_mib(bucket_mb);
   for (int64_t end = n; end > begin; end -= per)
     buckets_.push_back({std::max<int64_t>(begin, end - per), end});
   pending_.assign(buckets_.size(), 0);

@@ -6,6 +6,7 @@
 #include "core/clock.h"
 #include "core/memory.h"
 #include "core/timeline.h"
+#include "parallel/defaults.h"
 
 namespace cohort {
 
@@ -48,8 +49,8 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, nn::Model& model, const ShardLa
       low_grads_(low_grads),
       gather_(stage == 3 || replica),
       last_only_(stage == 1),
-      bucket_(std::max<int64_t>(1, int64_t(bucket_mb * (1 << 20) / sizeof(float)))),
-      prefetch_(std::max<int64_t>(1, int64_t(prefetch_mb * (1 << 20) / sizeof(float)))),
+      bucket_(f32_elements_in_mib(bucket_mb)),
+      prefetch_(f32_elements_in_mib(prefetch_mb)),
       scratch_(size_t(kShardSegment)) {
   const Arena& a = model.params();
   if (stream_rows && a.ties().size() == 1) {  // GPT-2's wte, read by the embedding and the head
