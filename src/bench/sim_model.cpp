@@ -655,6 +655,13 @@ Timeline pipeline(const Profile& p, const Plan& plan, const Topology& t, double 
 
 }  // namespace
 
+double zero_gradient_refill(const Profile& p, const Plan& plan, int world) {
+  const double bytes = 4.0 * double(p.params());  // the gradient arena
+  if (plan.grad_bytes == 2 && world > 1)
+    return p.refill_for(bytes) * bytes + p.refill * 2.0 * double(p.params());
+  return p.refill_for(bytes) * bytes * (world - 1) / world;
+}
+
 std::vector<size_t> plan_cuts(const Profile& p, const Plan& plan) {
   const size_t n = p.layers.size();
   COHORT_INPUT_CHECK(size_t(plan.stages) <= n, "--stages ", plan.stages, ": ", p.model,
@@ -766,11 +773,8 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
                           true);
     else
       r.p = zero3(p, plan, t, cpu, all, f);
-    // Stages 1 and 2 return the gradient pages outside the shard after each
-    // bucket's reduction; the next backward writes them afresh (Profile::refill).
     if (plan.zero_stage < 3) {
-      const double bytes = 4.0 * double(p.params());  // the gradient arena
-      const double fill = p.refill_for(bytes) * bytes * (world - 1) / world * f;
+      const double fill = zero_gradient_refill(p, plan, world) * f;
       r.p.compute += fill;
       r.p.step += fill;
     }

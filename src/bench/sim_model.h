@@ -83,6 +83,14 @@ struct Prediction {
 // the first bound alone), and was under-predicted by 16-17% in runs 7-9.
 double polling_busy(double step, double compute, double wire, double copies);
 
+// ZeRO 1-2's pages written afresh each step (Profile::refill): the gradient
+// pages outside the shard, returned after each bucket's reduction; with
+// bf16 on the wire (and more than one rank) the whole f32 arena, each part
+// returned once it is staged at 2 bytes (the shard's sums are kept at bf16),
+// and the staging buffers, a mapping on huge pages per bucket
+// (ZeroLayers::start_stage).
+double zero_gradient_refill(const Profile& p, const Plan& plan, int world);
+
 // The compute slow-down when `together` ranks of a host compute at once.
 double slow_down(const Plan& plan, double together);
 

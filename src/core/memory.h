@@ -70,9 +70,10 @@ bool reset_peak_rss();
 // Zeroed host memory straight from the kernel (mmap): a page costs nothing
 // until first touched, so an arena of which a rank uses one shard holds only
 // that shard (and the pages it touches). 4096-byte aligned.
-// Mappings of at least kHugePagesFrom bytes ask for transparent huge pages
-// and start on a huge page.
-std::shared_ptr<void> allocate_pages(size_t bytes);
+// Mappings of at least kHugePagesFrom bytes, and smaller ones asked with
+// kHuge, ask for transparent huge pages and start on a huge page.
+enum class PageSize { kBySize, kHuge };
+std::shared_ptr<void> allocate_pages(size_t bytes, PageSize size = PageSize::kBySize);
 constexpr size_t kHugePagesFrom = size_t(64) << 20;  // a mapping worth 32 huge pages
 constexpr size_t kHugePage = size_t(2) << 20;
 // Returns the whole pages inside [p, p + bytes) of such memory to the kernel

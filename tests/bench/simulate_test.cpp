@@ -641,6 +641,25 @@ TEST(SimModel, ZeroOneAndTwoRefillTheGradientsOutsideTheShard) {
   }
 }
 
+TEST(SimModel, ZeroOneAndTwoWithBf16GradientsRefillTheWholeArenaAndTheStaging) {
+  // --grad-dtype bf16: every f32 gradient page goes back once staged (4 x 3P
+  // bytes, the arena of 12 MiB at the small pages' rate), and each bucket's
+  // 2-byte staging buffer is written on huge pages (2 x 3P at the huge rate).
+  Profile p = uniform(3, 1 << 20);
+  p.refill = 1e-9;
+  p.refill_small = 4e-9;
+  Plan plan;
+  plan.parallel = "zero";
+  plan.grad_bytes = 2;
+  const double want = 4.0 * 3 * double(1 << 20) * 4e-9 + 2.0 * 3 * double(1 << 20) * 1e-9;
+  for (int stage : {1, 2}) {
+    plan.zero_stage = stage;
+    EXPECT_NEAR(zero_gradient_refill(p, plan, 4), want, 1e-12) << "stage " << stage;
+  }
+  // One rank sends nothing: nothing staged, nothing outside its shard.
+  EXPECT_EQ(zero_gradient_refill(p, plan, 1), 0.0);
+}
+
 TEST(SimModel, PipelineRanksWaitPolitely) {
   // Two stages, one micro-batch (mp): each stage idles half the step, and
   // its receives nap (Pipeline waits in comm::wait_yielding), so it leaves

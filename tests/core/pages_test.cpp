@@ -66,5 +66,21 @@ TEST(Pages, InAHugeMappingOnlyWholeHugePagesGoBack) {
   EXPECT_EQ(release_grain(small.get()), size_t(sysconf(_SC_PAGESIZE)));
 }
 
+TEST(Pages, AskedForHugePagesASmallMappingGetsWholeOnes) {
+  // 3 MB asked with kHuge: mapped as 2 whole huge pages from a huge page's
+  // start, so its last 1 MB (where a buffer filled from its end starts)
+  // is on a huge page too, and releases go back in huge pages.
+  const size_t bytes = 3 * kMB;
+  std::shared_ptr<void> mem = allocate_pages(bytes, PageSize::kHuge);
+  auto* c = static_cast<char*>(mem.get());
+  EXPECT_EQ(uintptr_t(c) % kHugePage, 0u);
+  EXPECT_EQ(release_grain(c), kHugePage);
+  EXPECT_EQ(release_grain(c + bytes - 1), kHugePage);
+  EXPECT_EQ(release_grain(c + 2 * kHugePage - 1), kHugePage) << "the rounded-up tail is the mapping's";
+  for (size_t i = 0; i < bytes; ++i) c[i] = 1;
+  release_pages(c, bytes, true);  // [0, 2 MB) goes back, [2 MB, 3 MB) is zeroed
+  for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(c[i], 0) << "byte " << i;
+}
+
 }  // namespace
 }  // namespace cohort
