@@ -41,12 +41,9 @@ def anchored_profile(model, inputs):
     mflags, batch, steps = vs.MODELS[model]
     curve, alone, _ = vs.contention(model, mflags, batch, steps)
     prof = vs.profile_file(inputs, model)
-    vs.run([vs.BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
-            str(batch), "--threads", "1", "--save-compute", prof])
-    single = vs.rate(vs.simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, curve,
-                                 vs.CORES, os.path.join(inputs, "comm.jsonl")))
-    anchor = single / alone
-    vs.scale_profile(prof, prof, anchor)
+    vs.save_profile(model, mflags, batch, prof)
+    anchor = vs.anchor_profile(model, mflags, prof, batch, curve,
+                               os.path.join(inputs, "comm.jsonl"), alone)
     print("%s: one alone %.2f samples/s, --contention %s, profile x%.2f"
           % (model, alone, curve, anchor), file=sys.stderr)
     return {"contention": curve, "cores": vs.CORES, "alone": alone, "anchor": anchor,
@@ -61,9 +58,7 @@ def main(out_dir):
     vs.CLUSTER_REPS = os.environ.get("CLUSTER_REPS", "2")
     inputs = os.path.join(out_dir, "inputs")
     os.makedirs(inputs, exist_ok=True)
-    with open(os.path.join(inputs, "comm.jsonl"), "w") as f:
-        f.write(vs.run([vs.BIN, "bench", "comm", "--workers", "2", "--peer", "none",
-                        "--max-bytes", str(256 << 20), "--seconds", "0.03"]))
+    vs.host_comm(os.path.join(inputs, "comm.jsonl"))
     measured = {m: anchored_profile(m, inputs)
                 for m in os.environ.get("MODELS", "gpt2,cifar-resnet50").split(",")}
     with open(os.path.join(inputs, "measured.json"), "w") as f:

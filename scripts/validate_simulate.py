@@ -169,8 +169,7 @@ def measure(model, inputs, comm_file):
     # Every configuration's rank computes `batch` rows at once (pipelines
     # take batch x micro-batches), so one profile serves them all.
     prof = profile_file(inputs, model)
-    run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
-         str(batch), "--threads", "1", "--save-compute", prof])
+    save_profile(model, mflags, batch, prof)
     best, local, per_core = {}, {}, [0.0] * len(os.sched_getaffinity(0))
     # Alternate configurations, keep each one's best and the machine's speed
     # beside that run (host_round); each round also times one rank pinned
@@ -190,16 +189,38 @@ def measure(model, inputs, comm_file):
     # Anchor: scale the layer times so that one rank's predicted step is its
     # measured one (the profile's best-of-8 per layer misses the step's own
     # overheads and the load other processes put here).
-    single = rate(simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, curve,
-                           CORES, comm_file))
-    anchor = single / best["single"]
-    scale_profile(prof, prof, anchor)
+    anchor = anchor_profile(model, mflags, prof, batch, curve, comm_file, best["single"])
     print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
     print("%s: one rank pinned to each core, best %s samples/s (x%.2f apart)"
           % (model, ", ".join("%.2f" % r for r in per_core), max(per_core) / min(per_core)),
           file=sys.stderr)
     return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best,
             "local": local, "per_core": per_core, "pair_median": pair_median}
+
+
+def save_profile(model, mflags, batch, prof):
+    """One rank's per-layer profile (`simulate --save-compute`, one thread) into prof."""
+    run([BIN, "simulate", "--model", model, *mflags, "--parallel", "none", "--batch",
+         str(batch), "--threads", "1", "--save-compute", prof])
+
+
+def anchor_profile(model, mflags, prof, batch, curve, comm_file, best_single):
+    """Scales prof in place so that one rank's predicted rate is best_single
+    (samples/s, its measured best): the anchor, returned."""
+    single = rate(simulate(model, mflags, prof, 1, ["--parallel", "none"], batch, curve,
+                           CORES, comm_file))
+    anchor = single / best_single
+    scale_profile(prof, prof, anchor)
+    return anchor
+
+
+def host_comm(comm_file):
+    """`bench comm` between 2 ranks of this host into comm_file (--calibrate).
+    Up to 256 MiB: the model sends 25 MiB buckets and ZeRO-3 gathers layers
+    of up to 150 MB, past the caches that smaller sizes fit in."""
+    with open(comm_file, "w") as f:
+        f.write(run([BIN, "bench", "comm", "--workers", "2", "--peer", "none", "--max-bytes",
+                     str(256 << 20), "--seconds", "0.03"]))
 
 
 def alone_rate(model):
@@ -529,11 +550,7 @@ def main(out_dir):
             cluster_measure(inputs, measured)
         return predict_all(out_dir, inputs, measured)
     comm_file = os.path.join(inputs, "comm.jsonl")
-    with open(comm_file, "w") as f:
-        # Up to 256 MiB: the model sends 25 MiB buckets and ZeRO-3 gathers
-        # layers of up to 150 MB, past the caches that smaller sizes fit in.
-        f.write(run([BIN, "bench", "comm", "--workers", "2", "--peer", "none", "--max-bytes",
-                     str(256 << 20), "--seconds", "0.03"]))
+    host_comm(comm_file)
     measured = {}
     for model in os.environ.get("MODELS", ",".join(MODELS)).split(","):
         measured[model] = measure(model, inputs, comm_file)
