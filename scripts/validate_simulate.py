@@ -131,25 +131,26 @@ def contention(model, mflags, batch, steps):
     one's pace, and the rows are each configuration's best, as the anchor
     is one rank's best (run 22's machine: its vCPUs switched pace every few
     seconds, each on its own; SCALING, run 22). Clamped to 1. Also returns
+    every alone run's rate, and
     the curve runs 8-22 used, recorded only: the median over the rounds of
     alone over the k's mean (a best-of-2 on each side let one slow alone run
     move every 4-rank prediction by 10%: run 7); on machines whose cores
     run alike the two agree."""
     args = step_args(model, mflags, batch, steps)
-    best_alone, ratios, slowest = 0.0, {2: [], 4: []}, {2: 0.0, 4: 0.0}
+    alones, ratios, slowest = [], {2: [], 4: []}, {2: 0.0, 4: 0.0}
     for _ in range(CONT_REPS):
         alone = last_json(run(args))["images_per_second"]
-        best_alone = max(best_alone, alone)
+        alones.append(alone)
         for k in ratios:
             ps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                    text=True) for _ in range(k)]
             rates = [last_json(p.communicate()[0])["images_per_second"] for p in ps]
             ratios[k].append(alone / (sum(rates) / k))
             slowest[k] = max(slowest[k], min(rates))
-    lockstep = ",".join("%d:%.3f" % (k, max(1.0, best_alone / r)) for k, r in slowest.items())
+    lockstep = ",".join("%d:%.3f" % (k, max(1.0, max(alones) / r)) for k, r in slowest.items())
     pair_median = ",".join("%d:%.3f" % (k, max(1.0, statistics.median(r)))
                            for k, r in ratios.items())
-    return lockstep, best_alone, pair_median
+    return lockstep, alones, pair_median
 
 
 def simulate(model, mflags, profile, ranks, flags, batch, curve, cores, comm_file):
@@ -163,7 +164,8 @@ def measure(model, inputs, comm_file):
     """Profile, contention and every configuration's best rate for one model;
     the anchored profile goes to inputs/<model>.json."""
     mflags, batch, steps = MODELS[model]
-    curve, alone, pair_median = contention(model, mflags, batch, steps)
+    curve, alones, pair_median = contention(model, mflags, batch, steps)
+    alone = max(alones)
     print("%s: one alone %.2f samples/s; --contention %s (the median of pairs, recorded: %s)"
           % (model, alone, curve, pair_median), file=sys.stderr)
     # Every configuration's rank computes `batch` rows at once (pipelines
@@ -171,11 +173,18 @@ def measure(model, inputs, comm_file):
     prof = profile_file(inputs, model)
     save_profile(model, mflags, batch, prof)
     best, local, per_core = {}, {}, [0.0] * len(os.sched_getaffinity(0))
+    # Every run's rate, per row (recorded: how far the same command's runs
+    # lie apart on this machine; the single row's are every run of one rank
+    # alone, the drift readings included).
+    runs = {"single": list(alones)}
     # Alternate configurations, keep each one's best and the machine's speed
     # beside that run (host_round); each round also times one rank pinned
     # to each core (recorded, not used by the predictions).
     for _ in range(reps(model)):
-        for name, (ips, speed) in host_round(model, mflags, batch, steps).items():
+        got, readings = host_round(model, mflags, batch, steps)
+        runs["single"] += readings
+        for name, (ips, speed) in got.items():
+            runs.setdefault(name, []).append(ips)
             if ips > best.get(name, 0.0):
                 best[name], local[name] = ips, speed
         for core, ips in enumerate(pinned_rates(model, mflags, batch, steps)):
@@ -194,8 +203,17 @@ def measure(model, inputs, comm_file):
     print("%s: one rank pinned to each core, best %s samples/s (x%.2f apart)"
           % (model, ", ".join("%.2f" % r for r in per_core), max(per_core) / min(per_core)),
           file=sys.stderr)
+    print("%s: one rank alone, %d runs: %.2f to %.2f samples/s (x%.2f apart)"
+          % (model, len(runs["single"]), min(runs["single"]), max(runs["single"]),
+             spread(runs["single"])), file=sys.stderr)
     return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best,
-            "local": local, "per_core": per_core, "pair_median": pair_median}
+            "local": local, "per_core": per_core, "pair_median": pair_median, "runs": runs}
+
+
+def spread(rates):
+    """How far a row's runs lie apart: the fastest over the slowest (None
+    for fewer than 2 runs)."""
+    return max(rates) / min(rates) if len(rates) > 1 else None
 
 
 def save_profile(model, mflags, batch, prof):
@@ -234,8 +252,11 @@ def host_round(model, mflags, batch, steps):
     alone, the single row's command): name -> (its rate, the faster of the
     readings on either side), recorded: the host rows are predicted at one
     rank's best speed (predict_all; run 23: gpt2's one rank alone ran 1.25
-    samples/s in one stretch and 2.39 in another)."""
-    single = lambda: alone_rate(model)
+    samples/s in one stretch and 2.39 in another); and every reading."""
+    readings = []
+    def single():
+        readings.append(alone_rate(model))
+        return readings[-1]
     got, before = {}, single()
     for name, ranks, flags, mult in CONFIGS:
         try:
@@ -246,7 +267,7 @@ def host_round(model, mflags, batch, steps):
         after = single()
         got[name] = (ips, max(before, after))
         before = after
-    return got
+    return got, readings
 
 
 def pinned_rates(model, mflags, batch, steps):
@@ -401,7 +422,7 @@ def cluster_model(model, name, link, hosts, comm_file):
         return max(alone_rate(model) for _ in range(reps(model)))
 
     before = speed()
-    best = {}
+    best, every = {}, {}
     for _ in range(reps(model, cluster_reps(link))):
         for config, flags, mult in CLUSTER_CONFIGS[hosts]:
             args = ["scripts/cluster.sh", "run", "--name", name, "--", "-np", str(hosts),
@@ -409,6 +430,7 @@ def cluster_model(model, name, link, hosts, comm_file):
             try:
                 got = last_json(run(args))["images_per_second"]
                 best[config] = max(best.get(config, 0.0), got)
+                every.setdefault(config, []).append(got)
                 print("  %s, %d hosts at %s: %.2f samples/s" % (config, hosts, link, got),
                       file=sys.stderr)
             except RuntimeError as e:
@@ -417,7 +439,7 @@ def cluster_model(model, name, link, hosts, comm_file):
         if config in best:
             runs.append({"model": model, "config": config, "hosts": hosts, "link": link,
                          "flags": flags, "mult": mult, "best": best[config],
-                         "comm": os.path.basename(comm_file)})
+                         "runs": every[config], "comm": os.path.basename(comm_file)})
     single = max(before, speed())
     for r in runs:
         r["single"] = single
@@ -445,7 +467,7 @@ def cluster_predict(runs, measured, inputs):
         loaded = loaded_file(os.path.join(inputs, c["comm"]))
         loaded = ["--calibrate-loaded", loaded] if os.path.exists(loaded) else []
         rows.append(predicted_row(
-            model, config, c["hosts"], m, c["best"],
+            model, config, c["hosts"], m, c["best"], c.get("runs", []),
             lambda: last_json(run([
                 BIN, "simulate", "--model", model, *mflags, "--compute", prof,
                 "--batch", str(batch * c["mult"]), "--hosts", str(c["hosts"]),
@@ -487,11 +509,13 @@ def scale_profile(src, dst, factor):
         json.dump(pj, f, indent=1)
 
 
-def predicted_row(model, config, ranks, m, best, predict, cluster=False, drift=1.0):
-    """A table row: the measured step (from `best` samples/s) beside
-    predict()'s step (the model decides how waiting ranks use the cores)."""
+def predicted_row(model, config, ranks, m, best, runs, predict, cluster=False, drift=1.0):
+    """A table row: the measured step (from `best` samples/s, of `runs`)
+    beside predict()'s step (the model decides how waiting ranks use the
+    cores)."""
     row = {"model": model, "config": config, "ranks": ranks, "cores": m["contention"],
-           "anchor": m["anchor"], "cluster": cluster, "drift": drift}
+           "anchor": m["anchor"], "cluster": cluster, "drift": drift,
+           "runs": len(runs), "spread": spread(runs)}
     pred = predict()
     samples = rate(pred) * pred["step_ms"] / 1e3
     row["measured_step_ms"] = 1e3 * samples / best
@@ -526,7 +550,7 @@ def predict_all(out_dir, inputs, measured):
             # rank alone lands on one core of two that ran 1.34-1.49x apart.
             prof = profile_file(inputs, model)
             rows.append(predicted_row(
-                model, name, ranks, m, m["best"][name],
+                model, name, ranks, m, m["best"][name], m.get("runs", {}).get(name, []),
                 lambda: simulate(model, mflags, prof, ranks, flags, batch * mult,
                                  m["contention"], m.get("cores", CORES), comm_file)))
     cluster_file = os.path.join(inputs, "cluster.json")
@@ -572,20 +596,32 @@ def cluster_available():
 def write_table(out_dir, rows):
     with open(os.path.join(out_dir, "validation.md"), "w") as f:
         f.write("| model | configuration | ranks | measured step ms | predicted step ms | error | "
-                "compute / comm / bubble ms | slow-down | machine drift |\n"
-                "|---|---|---:|---:|---:|---:|---|---:|---:|\n")
+                "compute / comm / bubble ms | slow-down | machine drift | runs (fastest / slowest) |\n"
+                "|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
         for r in rows:
             p = r["predicted"]
-            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.0f / %.0f / %.0f | x%.2f | x%.3f |\n"
+            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.0f / %.0f / %.0f | x%.2f | x%.3f | %s |\n"
                     % (r["model"], r["config"], r["ranks"], r["measured_step_ms"], p["step_ms"],
                        100 * p["error"], p["compute_ms"], p["comm_ms"], p["bubble_ms"],
-                       p["contention"], r.get("drift", 1.0)))
+                       p["contention"], r.get("drift", 1.0), runs_cell(r)))
         def within(some):
             return sum(1 for r in some if abs(r["predicted"]["error"]) <= 0.15)
         for label, part in (("one host", False), ("namespace cluster", True)):
             some = [r for r in rows if r.get("cluster", False) == part]
             f.write("\n%s: %d of %d configurations within 15%%." % (label, within(some), len(some)))
         f.write("\nall: %d of %d.\n" % (within(rows), len(rows)))
+        apart = [r for r in rows if r.get("spread")]
+        if apart:
+            f.write("\nrows run more than once: %d; their runs more than 15%% apart: %d "
+                    "(the same command, the same machine).\n"
+                    % (len(apart), sum(1 for r in apart if r["spread"] > 1.15)))
+
+
+def runs_cell(r):
+    """The table's runs column: how many, and how far apart where 2 or more."""
+    if not r.get("runs"):
+        return "-"
+    return "%d (x%.2f)" % (r["runs"], r["spread"]) if r.get("spread") else "1"
 
 
 def plot(out_dir, rows):
