@@ -612,9 +612,13 @@ def write_table(out_dir, rows):
         f.write("\nall: %d of %d.\n" % (within(rows), len(rows)))
         apart = [r for r in rows if r.get("spread")]
         if apart:
+            steady = [r for r in apart if r["spread"] <= 1.15]
+            moving = [r for r in apart if r["spread"] > 1.15]
             f.write("\nrows run more than once: %d; their runs more than 15%% apart: %d "
-                    "(the same command, the same machine).\n"
-                    % (len(apart), sum(1 for r in apart if r["spread"] > 1.15)))
+                    "(the same command, the same machine).\n" % (len(apart), len(moving)))
+            f.write("within 15%%: %d of the %d whose runs lie within 15%% of each other, "
+                    "%d of the other %d.\n"
+                    % (within(steady), len(steady), within(moving), len(moving)))
 
 
 def runs_cell(r):
