@@ -131,8 +131,8 @@ def contention(model, mflags, batch, steps):
     one's pace, and the rows are each configuration's best, as the anchor
     is one rank's best (run 22's machine: its vCPUs switched pace every few
     seconds, each on its own; SCALING, run 22). Clamped to 1. Also returns
-    every alone run's rate, and
-    the curve runs 8-22 used, recorded only: the median over the rounds of
+    every alone run's rate, and the curve runs 8-22 used, recorded only: the
+    median over the rounds of
     alone over the k's mean (a best-of-2 on each side let one slow alone run
     move every 4-rank prediction by 10%: run 7); on machines whose cores
     run alike the two agree."""
@@ -610,7 +610,8 @@ def write_table(out_dir, rows):
             some = [r for r in rows if r.get("cluster", False) == part]
             f.write("\n%s: %d of %d configurations within 15%%." % (label, within(some), len(some)))
         f.write("\nall: %d of %d.\n" % (within(rows), len(rows)))
-        apart = [r for r in rows if r.get("spread")]
+        # The single rows are 0% by construction (the anchor): left out.
+        apart = [r for r in rows if r.get("spread") and r["config"] != "single"]
         if apart:
             steady = [r for r in apart if r["spread"] <= 1.15]
             moving = [r for r in apart if r["spread"] > 1.15]
