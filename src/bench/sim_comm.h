@@ -96,9 +96,11 @@ const Link& one_way_link(const Topology& t, const Group& g);
 // block (ShardLayout: g.count contiguous blocks of the arena).
 // reduce_scatter_range: a ring over the parts, p-1 steps each as long as
 // the largest part (a range inside one block takes p-1 whole hops, one way:
-// at the one-way rate; parts in several blocks at the ring's).
+// at the one-way rate; parts in several blocks at the ring's). Across
+// hosts a step takes at least the sender's kernel copy of a part from
+// pages just refilled: `send_refilled` seconds a byte (Profile).
 double shard_reduce_scatter_time(const Topology& t, const Group& g,
-                                 const std::vector<double>& parts);
+                                 const std::vector<double>& parts, double send_refilled = 0);
 // ZeRO-1/2's all-gather of the stepped shards, `bytes` in all: p-1 steps,
 // each rank sending a whole block to the next while receiving one, one
 // message each way (allgather_shards: at the one-way rate, both directions

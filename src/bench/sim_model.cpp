@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <optional>
 
@@ -128,18 +129,27 @@ double range_ready(const std::vector<int64_t>& off, const std::vector<double>& d
 
 // A bucket's collective: elements [b, e) of an arena of `n`, `bytes` an
 // element on the wire.
-using CollectiveTime = double (*)(const Topology&, const Group&, int64_t b, int64_t e, int64_t n,
-                                  Algo, double bytes);
+using CollectiveTime = std::function<double(const Topology&, const Group&, int64_t b, int64_t e,
+                                            int64_t n, Algo, double bytes)>;
 
 double allreduce_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t, Algo a,
                        double bytes) {
   return allreduce_time(t, g, bytes * double(e - b), a);
 }
 
-// ZeRO 1-3: reduce_scatter_range over the blocks the bucket falls in.
-double reduce_scatter_range(const Topology& t, const Group& g, int64_t b, int64_t e, int64_t n,
-                            Algo, double bytes) {
-  return shard_reduce_scatter_time(t, g, block_parts(b, e, n, g.count, bytes));
+// ZeRO 1-3: reduce_scatter_range over the blocks the bucket falls in, each
+// part sent from gradient pages released after the last step's reduction
+// and refilled by this backward (f32 gradients; bf16 ones are staged on
+// huge pages): the kernel's first read of them, Profile::send_refilled.
+double zero_send_refilled(const Profile& p, const Plan& plan) {
+  return plan.grad_bytes == 4 ? p.send_refilled_for(4.0 * double(p.params())) : 0.0;
+}
+
+CollectiveTime reduce_scatter_range(double send_refilled) {
+  return [send_refilled](const Topology& t, const Group& g, int64_t b, int64_t e, int64_t n, Algo,
+                         double bytes) {
+    return shard_reduce_scatter_time(t, g, block_parts(b, e, n, g.count, bytes), send_refilled);
+  };
 }
 
 // The algorithm a gradient all-reduce runs: with bf16 on the wire `auto`
@@ -163,7 +173,7 @@ double zero_gather_time(const Plan& plan, const Topology& t, const Group& g, int
 // runs, where measured: under_load), then the optimizer (x opt_share) and an
 // all-gather of the updated parameters when the optimizer is sharded.
 Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
-                         const Group& g, double f, CollectiveTime reduce, Algo algo,
+                         const Group& g, double f, const CollectiveTime& reduce, Algo algo,
                          double opt_share, bool gather_after, bool reduce_every_micro) {
   const double fwd = p.forward() * f, bwd = p.backward() * f;
   const auto off = param_offsets(p);
@@ -306,6 +316,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   const int64_t total = p.params();
   const double refill = p.refill_for(4.0 * double(total));  // the arena's pages
   const double handover = threads_outnumber_cores(plan, t) ? p.handover : 0.0;
+  const double sent = zero_send_refilled(p, plan);
   for (size_t i = 0; i < n; ++i) {
     const auto parts = block_parts(units[i].begin, units[i].end, total, g.count, 4.0);
     gather[i] = shard_gather_time(t, g, parts) + handover;
@@ -352,7 +363,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
       bucket += double(units[i].end - units[i].begin);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
         const auto parts = block_parts(units[i].begin, top, total, g.count, plan.grad_bytes);
-        z.queue(clock, shard_reduce_scatter_time(t, g, parts) + handover,
+        z.queue(clock, shard_reduce_scatter_time(t, g, parts, sent) + handover,
                 shard_reduce_scatter_time(cpu, g, parts));
         bucket = 0;
         top = units[i].begin;
@@ -765,12 +776,11 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
                         false);
     r.p.samples = double(plan.batch) * plan.accumulate * world;
   } else if (s == "zero") {
+    const CollectiveTime reduce = reduce_scatter_range(zero_send_refilled(p, plan));
     if (plan.zero_stage == 1)
-      r.p = data_parallel(p, plan, t, cpu, all, f, reduce_scatter_range, Algo::kRing, 1.0 / world,
-                          true, false);
+      r.p = data_parallel(p, plan, t, cpu, all, f, reduce, Algo::kRing, 1.0 / world, true, false);
     else if (plan.zero_stage == 2)
-      r.p = data_parallel(p, plan, t, cpu, all, f, reduce_scatter_range, Algo::kRing, 1.0 / world, true,
-                          true);
+      r.p = data_parallel(p, plan, t, cpu, all, f, reduce, Algo::kRing, 1.0 / world, true, true);
     else
       r.p = zero3(p, plan, t, cpu, all, f);
     if (plan.zero_stage < 3) {

@@ -3,12 +3,15 @@
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -31,6 +34,10 @@ int64_t Profile::params() const {
 
 double Profile::refill_for(double bytes) const {
   return bytes < double(kHugePagesFrom) && refill_small > 0 ? refill_small : refill;
+}
+
+double Profile::send_refilled_for(double bytes) const {
+  return bytes < double(kHugePagesFrom) ? send_refilled : 0.0;
 }
 
 double Profile::forward() const {
@@ -103,6 +110,43 @@ double time_refill(size_t bytes) {
     best = std::min(best, t.seconds());
   }
   return best / double(bytes);
+}
+
+// Seconds per byte the kernel adds to a send of pages just refilled, in
+// 4 KiB pages (a mapping of `bytes`, under kHugePagesFrom): a socket pair
+// drained by a thread, the pages released and rewritten, then sent twice;
+// the first send's time over the second's. Best of 3 of each.
+double time_send_refilled(size_t bytes) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 0;
+  std::thread drain([fd = sv[1]] {
+    std::vector<char> sink(size_t(1) << 20);
+    while (read(fd, sink.data(), sink.size()) > 0) {
+    }
+  });
+  auto buf = allocate_pages(bytes);
+  char* p = static_cast<char*>(buf.get());
+  const auto send_all = [&] {
+    Timer t;
+    constexpr size_t kPiece = size_t(256) << 10;  // a ring segment
+    for (size_t off = 0; off < bytes;) {
+      const ssize_t w = write(sv[0], p + off, std::min(kPiece, bytes - off));
+      if (w <= 0) return t.seconds();
+      off += size_t(w);
+    }
+    return t.seconds();
+  };
+  double first = 1e30, again = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    release_pages(p, bytes, false);
+    std::memset(p, rep + 1, bytes);
+    first = std::min(first, send_all());
+    again = std::min(again, send_all());
+  }
+  close(sv[0]);
+  drain.join();
+  close(sv[1]);
+  return std::max(0.0, first - again) / double(bytes);
 }
 
 // Seconds a yielding thread waits while a busy thread on its core runs:
@@ -216,6 +260,7 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   p.optimizer = time_optimizer(*model);
   p.refill = time_refill(2 * kHugePagesFrom);
   p.refill_small = time_refill(kHugePagesFrom / 4);
+  p.send_refilled = time_send_refilled(kHugePagesFrom / 4);
   p.handover = time_handover();
   return p;
 }
@@ -253,6 +298,7 @@ void save_profile(const Profile& p, const std::string& path) {
                               {"threads", p.threads}, {"optimizer_s", p.optimizer},
                               {"refill_s_per_byte", p.refill},
                               {"refill_small_s_per_byte", p.refill_small},
+                              {"send_refilled_s_per_byte", p.send_refilled},
                               {"handover_s", p.handover}};
   j["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : p.layers)
@@ -320,6 +366,9 @@ Profile load_profile(const std::string& path) {
   p.refill_small = j.value("refill_small_s_per_byte", 0.0);
   COHORT_INPUT_CHECK(p.refill_small >= 0, "--compute ", path,
                      ": refill_small_s_per_byte is negative");
+  p.send_refilled = j.value("send_refilled_s_per_byte", 0.0);
+  COHORT_INPUT_CHECK(p.send_refilled >= 0, "--compute ", path,
+                     ": send_refilled_s_per_byte is negative");
   p.handover = j.value("handover_s", 0.0);
   COHORT_INPUT_CHECK(p.handover >= 0, "--compute ", path, ": handover_s is negative");
   COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");

@@ -37,6 +37,14 @@ struct Profile {
   // (a 4 KiB fault cost 11.7 us on session 26's machine, 35x a huge page's
   // share).
   double refill_small = 0;
+  // Seconds per byte the kernel adds when it first reads pages of such a
+  // mapping that the rank has just refilled, over reading them again: what
+  // a TCP send of ZeRO's released-and-refilled gradients pays (the ring's
+  // sends across hosts). 4 MB took 14 ms the first time and 0.7 the second
+  // on session 34's machine (AMD EPYC, a guest whose kernel-mode accesses
+  // map a user page apart from the user's); ~0 on bare metal. 0: not
+  // measured (profiles before session 34).
+  double send_refilled = 0;
   // Seconds a thread that gives its core to a busy one waits to get it back
   // (the scheduler's slice as it runs here): a ZeRO-3 gather is a pair of
   // transfers, each waiting for the peer's communication thread, which
@@ -45,6 +53,8 @@ struct Profile {
   double handover = 0;
   // The refill rate of an arena of `bytes` bytes.
   double refill_for(double bytes) const;
+  // send_refilled for an arena of `bytes` bytes: 0 on huge pages.
+  double send_refilled_for(double bytes) const;
   std::string source = "measured";  // or the file it came from
   std::vector<LayerCost> layers;
   // A parameter two layers share (GPT-2's wte, read again by lm_head): the

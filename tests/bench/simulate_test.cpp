@@ -152,6 +152,30 @@ TEST(SimComm, ZeroCollectivesFollowTheArenasBlocks) {
               ring_half_time(t, Group{0, 4, 1}, 4 * 4096.0), 1e-15);
 }
 
+TEST(SimComm, ZeroReduceScatterAcrossHostsTakesAtLeastTheRefilledPagesCopy) {
+  // 2 hosts at 1 GB/s: a 4 MB part's step is 1e-4 + 4 ms on the wire. At
+  // 2.5e-9 s/B the sender's copy of refilled pages takes 10 ms: the copy
+  // sets the step; at 1e-10 s/B (0.4 ms) the wire does.
+  Topology t = one_host(1, 1e-4, 1e9);
+  t.hosts = 2;
+  t.inter = t.intra;
+  const Group two{0, 2, 1};
+  const std::vector<double> parts{4e6, 4e6};
+  const double wire = 1e-4 + 4e6 / 1e9;
+  EXPECT_NEAR(shard_reduce_scatter_time(t, two, parts), wire, 1e-15);
+  EXPECT_NEAR(shard_reduce_scatter_time(t, two, parts, 2.5e-9), 4e6 * 2.5e-9, 1e-15);
+  EXPECT_NEAR(shard_reduce_scatter_time(t, two, parts, 1e-10), wire, 1e-15);
+  // 4 ranks on 2 hosts: 3 steps, each the slower of the two.
+  Topology four = t;
+  four.ranks_per_host = 2;
+  EXPECT_NEAR(shard_reduce_scatter_time(four, Group{0, 4, 1}, {4e6, 4e6, 4e6, 4e6}, 2.5e-9),
+              3 * 4e6 * 2.5e-9, 1e-15);
+  // Inside one host the ring copies in user space (shared memory): no such floor.
+  const Topology host = one_host(2, 1e-4, 1e9);
+  EXPECT_NEAR(shard_reduce_scatter_time(host, two, parts, 2.5e-9),
+              shard_reduce_scatter_time(host, two, parts), 1e-15);
+}
+
 TEST(SimComm, ZeroPricesOneWayTransfersAtTheOneWayRate) {
   // Two hosts whose exchanges run at 80 MB/s a direction and one-way
   // messages at 120 (the namespace cluster at 1 Gbit/s).
@@ -530,6 +554,38 @@ TEST(SimModel, ArenasUnderHugePagesRefillAtTheSmallPagesRate) {
   EXPECT_NEAR(refill_cost(1, 4, 4e-9).first, 0.75 * 3 * 4.0 * double(1 << 20) * 4e-9, 1e-9);
 }
 
+// The step of ZeRO `stage` on 2 hosts at 10 GB/s (one rank each) for three
+// layers of `params` parameters, with `send` s/B for sending refilled pages.
+double zero_across_hosts(int stage, double send, int grad_bytes = 4, int64_t params = 1 << 20) {
+  Profile p = uniform(3, params);
+  p.optimizer = 0;
+  p.send_refilled = send;
+  Plan plan;
+  plan.parallel = "zero";
+  plan.zero_stage = stage;
+  plan.batch = 8;
+  plan.grad_bytes = grad_bytes;
+  Topology t = one_host(1, 1e-5, 1e10);
+  t.hosts = 2;
+  t.inter = t.intra;
+  return predict(p, plan, t).step;
+}
+
+TEST(SimModel, ZeroSendsOfRefilledGradientsCostTheKernelsFirstRead) {
+  // A 12 MiB arena (4 KiB pages) on 2 ranks: one bucket, each rank sends the
+  // other's 6 MiB block once; at 1e-8 s/B that copy (63 ms) outlasts the
+  // wire (0.6 ms) and the step grows by the difference, stages 1 to 3.
+  const double block = 4.0 * 3 * double(1 << 20) / 2;
+  for (int stage = 1; stage <= 3; ++stage) {
+    const double grown = zero_across_hosts(stage, 1e-8) - zero_across_hosts(stage, 0);
+    EXPECT_NEAR(grown, block * 1e-8 - (1e-5 + block / 1e10), 1e-6) << "stage " << stage;
+  }
+  // bf16 gradients go out of staging buffers on huge pages: no such cost.
+  EXPECT_DOUBLE_EQ(zero_across_hosts(1, 1e-8, 2), zero_across_hosts(1, 0, 2));
+  // Nor from an arena on huge pages (3 x 2^23 parameters: 96 MiB).
+  EXPECT_DOUBLE_EQ(zero_across_hosts(1, 1e-8, 4, 1 << 23), zero_across_hosts(1, 0, 4, 1 << 23));
+}
+
 TEST(SimModel, ZeroThreeGathersTheLeavesOfALayerLargerThanABucketOneByOne) {
   // Three layers of 2^20 parameters on 2 ranks, no compute: the middle one
   // straddles the two ranks' blocks. Whole, half of it comes from each owner
@@ -747,6 +803,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   p.optimizer = 0.25;
   p.refill = 2.5e-10;
   p.refill_small = 7.5e-9;
+  p.send_refilled = 2.25e-9;
   p.handover = 0.004;
   p.layers[1].out_bytes = 4096;
   p.layers[2].flops = 1e9;
@@ -759,6 +816,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   EXPECT_DOUBLE_EQ(q.optimizer, 0.25);
   EXPECT_DOUBLE_EQ(q.refill, 2.5e-10);
   EXPECT_DOUBLE_EQ(q.refill_small, 7.5e-9);
+  EXPECT_DOUBLE_EQ(q.send_refilled, 2.25e-9);
   EXPECT_DOUBLE_EQ(q.handover, 0.004);
   EXPECT_DOUBLE_EQ(q.layers[1].out_bytes, 4096);
   EXPECT_DOUBLE_EQ(q.layers[2].flops, 1e9);
