@@ -172,9 +172,13 @@ double zero_gather_time(const Plan& plan, const Topology& t, const Group& g, int
 // as backward produces it (dp's at the loaded links' pace while backward
 // runs, where measured: under_load), then the optimizer (x opt_share) and an
 // all-gather of the updated parameters when the optimizer is sharded.
+// `work`: what a bucket's collective costs the cores, where not `reduce`
+// on `cpu` (ZeRO's: without the kernel's copy of refilled pages, which
+// runs after backward on the link's clock, not beside the compute).
 Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
                          const Group& g, double f, const CollectiveTime& reduce, Algo algo,
-                         double opt_share, bool gather_after, bool reduce_every_micro) {
+                         double opt_share, bool gather_after, bool reduce_every_micro,
+                         const CollectiveTime* work = nullptr) {
   const double fwd = p.forward() * f, bwd = p.backward() * f;
   const auto off = param_offsets(p);
   const auto bk = buckets(p.params(), plan.bucket_mb);
@@ -198,7 +202,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
       // Polling holds a core for the idle pace's time: the rest of a loaded
       // collective is the thread waiting for a core.
       wire += idle;
-      moved += reduce(cpu, g, b, e, p.params(), algo, plan.grad_bytes);
+      moved += (work ? *work : reduce)(cpu, g, b, e, p.params(), algo, plan.grad_bytes);
     }
     exposed += std::max(0.0, free - end);
     clock = std::max(end, free);
@@ -308,6 +312,14 @@ class Zero3Clocks {
   double free_ = 0, computed_ = 0;
 };
 
+// The share of a rank's peers in `g` that live on other hosts (ranks
+// spread evenly, as Topology places them).
+double peers_away(const Topology& t, const Group& g) {
+  if (g.count <= 1 || t.host_of(g.rank(0)) == t.host_of(g.rank(g.count - 1))) return 0;
+  const int near = std::min(t.ranks_per_host, g.count) - 1;
+  return double(g.count - 1 - near) / double(g.count - 1);
+}
+
 Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const Topology& cpu,
                  const Group& g, double f) {
   const auto units = zero3_units(p, plan.bucket_mb);
@@ -317,14 +329,29 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   const double refill = p.refill_for(4.0 * double(total));  // the arena's pages
   const double handover = threads_outnumber_cores(plan, t) ? p.handover : 0.0;
   const double sent = zero_send_refilled(p, plan);
+  // A gather from another host lands in its released pages inside the
+  // kernel's receive, on the queue thread, as fast as the link brings it
+  // or the kernel refills them, whichever is slower; the compute then pays
+  // its first read of what the kernel filled (Profile::read_received). On
+  // a huge-page arena, or from a rank of the same host, the compute
+  // refills them itself. `away`: the share of a rank's peers on other hosts.
+  const double read = p.read_received_for(4.0 * double(total));
+  const double away = read > 0 ? peers_away(t, g) : 0.0;
   for (size_t i = 0; i < n; ++i) {
     const auto parts = block_parts(units[i].begin, units[i].end, total, g.count, 4.0);
-    gather[i] = shard_gather_time(t, g, parts) + handover;
+    const double bytes = 4.0 * double(units[i].end - units[i].begin);
+    const double wire = shard_gather_time(t, g, parts);
+    gather[i] = std::max(wire, refill * bytes * f * away) + handover;
     // The owner sends n-1 copies, every other rank takes one in: 2/n of the
     // owner's work per rank, on average.
     copy[i] = shard_gather_time(cpu, g, parts) * 2.0 / g.count;
-    fill[i] = refill * 4.0 * double(units[i].end - units[i].begin) * f;
+    fill[i] = (refill * (1 - away) + read * away) * bytes * f;
   }
+  // Backward writes each unit's gradients into pages returned after the
+  // last reduction outside the rank's shard (ZeroLayers::return_reduced, as
+  // at stages 1-2): zero_gradient_refill's share of the unit, a parameter.
+  const double grad_fill =
+      zero_gradient_refill(p, plan, g.count) * f / double(std::max<int64_t>(1, total));
   const double per_bucket = double(f32_elements_in_mib(plan.bucket_mb));
   const double budget = double(f32_elements_in_mib(plan.prefetch_mb));
   Zero3Clocks z;
@@ -359,7 +386,8 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
       const double start = std::max(clock, ready[i]);
       prefetch(i, -1, start);
       const double refilled = i + 1 < n ? fill[i] : 0.0;  // the last unit stayed
-      clock = z.compute(start, refilled + units[i].backward * f);
+      const double grads = grad_fill * double(units[i].end - units[i].begin);
+      clock = z.compute(start, refilled + grads + units[i].backward * f);
       bucket += double(units[i].end - units[i].begin);
       if (bucket >= per_bucket || (i == 0 && bucket > 0)) {
         const auto parts = block_parts(units[i].begin, top, total, g.count, plan.grad_bytes);
@@ -777,10 +805,13 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
     r.p.samples = double(plan.batch) * plan.accumulate * world;
   } else if (s == "zero") {
     const CollectiveTime reduce = reduce_scatter_range(zero_send_refilled(p, plan));
+    const CollectiveTime work = reduce_scatter_range(0);
     if (plan.zero_stage == 1)
-      r.p = data_parallel(p, plan, t, cpu, all, f, reduce, Algo::kRing, 1.0 / world, true, false);
+      r.p = data_parallel(p, plan, t, cpu, all, f, reduce, Algo::kRing, 1.0 / world, true, false,
+                          &work);
     else if (plan.zero_stage == 2)
-      r.p = data_parallel(p, plan, t, cpu, all, f, reduce, Algo::kRing, 1.0 / world, true, true);
+      r.p = data_parallel(p, plan, t, cpu, all, f, reduce, Algo::kRing, 1.0 / world, true, true,
+                          &work);
     else
       r.p = zero3(p, plan, t, cpu, all, f);
     if (plan.zero_stage < 3) {

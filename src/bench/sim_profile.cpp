@@ -40,6 +40,10 @@ double Profile::send_refilled_for(double bytes) const {
   return bytes < double(kHugePagesFrom) ? send_refilled : 0.0;
 }
 
+double Profile::read_received_for(double bytes) const {
+  return bytes < double(kHugePagesFrom) ? read_received : 0.0;
+}
+
 double Profile::forward() const {
   double t = 0;
   for (const auto& l : layers) t += l.forward;
@@ -147,6 +151,50 @@ double time_send_refilled(size_t bytes) {
   drain.join();
   close(sv[1]);
   return std::max(0.0, first - again) / double(bytes);
+}
+
+// Seconds per byte a process adds to its first read of pages the kernel
+// filled from a socket, in 4 KiB pages (a mapping of `bytes`, under
+// kHugePagesFrom): the pages released, received whole from a socket pair
+// (a thread sends them), then copied out twice; the first copy's time
+// over the second's. Best of 3 of each.
+double time_read_received(size_t bytes) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 0;
+  auto buf = allocate_pages(bytes), out = allocate_pages(bytes), src = allocate_pages(bytes);
+  char* p = static_cast<char*>(buf.get());
+  std::memset(src.get(), 1, bytes);
+  std::memset(out.get(), 1, bytes);
+  const auto copy_out = [&] {
+    Timer t;
+    std::memcpy(out.get(), p, bytes);
+    return t.seconds();
+  };
+  double first = 1e30, again = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    release_pages(p, bytes, false);
+    std::thread send([&, fd = sv[1]] {
+      const char* s = static_cast<const char*>(src.get());
+      for (size_t off = 0; off < bytes;) {
+        const ssize_t w = write(fd, s + off, bytes - off);
+        if (w <= 0) return;
+        off += size_t(w);
+      }
+    });
+    size_t got = 0;
+    while (got < bytes) {
+      const ssize_t r = read(sv[0], p + got, bytes - got);
+      if (r <= 0) break;
+      got += size_t(r);
+    }
+    send.join();
+    if (got < bytes) break;
+    first = std::min(first, copy_out());
+    again = std::min(again, copy_out());
+  }
+  close(sv[0]);
+  close(sv[1]);
+  return first < 1e30 ? std::max(0.0, first - again) / double(bytes) : 0.0;
 }
 
 // Seconds a yielding thread waits while a busy thread on its core runs:
@@ -261,6 +309,7 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   p.refill = time_refill(2 * kHugePagesFrom);
   p.refill_small = time_refill(kHugePagesFrom / 4);
   p.send_refilled = time_send_refilled(kHugePagesFrom / 4);
+  p.read_received = time_read_received(kHugePagesFrom / 4);
   p.handover = time_handover();
   return p;
 }
@@ -299,6 +348,7 @@ void save_profile(const Profile& p, const std::string& path) {
                               {"refill_s_per_byte", p.refill},
                               {"refill_small_s_per_byte", p.refill_small},
                               {"send_refilled_s_per_byte", p.send_refilled},
+                              {"read_received_s_per_byte", p.read_received},
                               {"handover_s", p.handover}};
   j["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : p.layers)
@@ -369,6 +419,9 @@ Profile load_profile(const std::string& path) {
   p.send_refilled = j.value("send_refilled_s_per_byte", 0.0);
   COHORT_INPUT_CHECK(p.send_refilled >= 0, "--compute ", path,
                      ": send_refilled_s_per_byte is negative");
+  p.read_received = j.value("read_received_s_per_byte", 0.0);
+  COHORT_INPUT_CHECK(p.read_received >= 0, "--compute ", path,
+                     ": read_received_s_per_byte is negative");
   p.handover = j.value("handover_s", 0.0);
   COHORT_INPUT_CHECK(p.handover >= 0, "--compute ", path, ": handover_s is negative");
   COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");

@@ -45,6 +45,12 @@ struct Profile {
   // map a user page apart from the user's); ~0 on bare metal. 0: not
   // measured (profiles before session 34).
   double send_refilled = 0;
+  // The other way round: seconds per byte the process adds when it first
+  // reads pages of such a mapping that the kernel has just filled from a
+  // socket (a receive into released pages), over reading them again:
+  // ZeRO-3's gathers between hosts. 4 MB: 7-10 ms, again 0.2-0.3, on
+  // session 34's guest. 0: not measured (profiles before session 34).
+  double read_received = 0;
   // Seconds a thread that gives its core to a busy one waits to get it back
   // (the scheduler's slice as it runs here): a ZeRO-3 gather is a pair of
   // transfers, each waiting for the peer's communication thread, which
@@ -53,8 +59,10 @@ struct Profile {
   double handover = 0;
   // The refill rate of an arena of `bytes` bytes.
   double refill_for(double bytes) const;
-  // send_refilled for an arena of `bytes` bytes: 0 on huge pages.
+  // send_refilled and read_received for an arena of `bytes` bytes: 0 on
+  // huge pages.
   double send_refilled_for(double bytes) const;
+  double read_received_for(double bytes) const;
   std::string source = "measured";  // or the file it came from
   std::vector<LayerCost> layers;
   // A parameter two layers share (GPT-2's wte, read again by lm_head): the

@@ -538,17 +538,20 @@ std::pair<double, double> refill_cost(int stage, int ranks, double small = 0,
 TEST(SimModel, ZeroThreeRefillsEveryGatheredLayer) {
   // Each layer is gathered for forward and again for backward, except the
   // last one, which stays: 5 refills of 4P bytes, on the rank's compute.
+  // Backward also writes the gradients outside the shard afresh, as at
+  // stages 1-2: half of 3 layers' on 2 ranks. 6.5 x 4P bytes in all.
   const auto [compute, step] = refill_cost(3, 2);
-  EXPECT_NEAR(compute, 5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
-  EXPECT_NEAR(step, 5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
+  EXPECT_NEAR(compute, 6.5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
+  EXPECT_NEAR(step, 6.5 * 4.0 * double(1 << 20) * 1e-9, 1e-9);
 }
 
 TEST(SimModel, ArenasUnderHugePagesRefillAtTheSmallPagesRate) {
-  // 3 x 2^20 parameters: a 12 MiB arena, under kHugePagesFrom, 4 KiB pages.
-  const double small = 5 * 4.0 * double(1 << 20) * 4e-9;
+  // 3 x 2^20 parameters: a 12 MiB arena, under kHugePagesFrom, 4 KiB pages
+  // (ZeRO-3: 5 gathered layers and half the gradients, as above).
+  const double small = 6.5 * 4.0 * double(1 << 20) * 4e-9;
   EXPECT_NEAR(refill_cost(3, 2, 4e-9).first, small, 1e-9);
   // 3 x 2^23: 96 MiB, huge pages, the huge-page rate whatever the small one.
-  const double huge = 5 * 4.0 * double(1 << 23) * 1e-9;
+  const double huge = 6.5 * 4.0 * double(1 << 23) * 1e-9;
   EXPECT_NEAR(refill_cost(3, 2, 4e-9, 1 << 23).first, huge, 1e-9);
   // Stages 1-2 refill the gradient arena outside the shard: 3/4 of it on 4.
   EXPECT_NEAR(refill_cost(1, 4, 4e-9).first, 0.75 * 3 * 4.0 * double(1 << 20) * 4e-9, 1e-9);
@@ -584,6 +587,38 @@ TEST(SimModel, ZeroSendsOfRefilledGradientsCostTheKernelsFirstRead) {
   EXPECT_DOUBLE_EQ(zero_across_hosts(1, 1e-8, 2), zero_across_hosts(1, 0, 2));
   // Nor from an arena on huge pages (3 x 2^23 parameters: 96 MiB).
   EXPECT_DOUBLE_EQ(zero_across_hosts(1, 1e-8, 4, 1 << 23), zero_across_hosts(1, 0, 4, 1 << 23));
+}
+
+// ZeRO-3's compute for three layers of 2^20 parameters (a 12 MiB arena,
+// 4 KiB pages) refilled at 4e-9 s/B, with `read` s/B for first reads of
+// pages the kernel filled, on `hosts` hosts of `per_host` ranks.
+double zero3_compute(double read, int hosts, int per_host) {
+  Profile p = uniform(3, 1 << 20);
+  p.optimizer = 0;
+  p.refill = 1e-10;
+  p.refill_small = 4e-9;
+  p.read_received = read;
+  Plan plan;
+  plan.parallel = "zero";
+  plan.zero_stage = 3;
+  plan.batch = 8;
+  Topology t = one_host(per_host, 0, 1e30);
+  t.hosts = hosts;
+  t.inter = t.intra;
+  return predict(p, plan, t).compute;
+}
+
+TEST(SimModel, ZeroThreeGathersFromOtherHostsRefillInTheKernel) {
+  // 5 gathers of 4 MiB a step (forward 3, backward 2). From another host
+  // the kernel refills them on the queue thread and the compute pays its
+  // first read instead: 5 x 4 MiB x (1e-9 - 4e-9) less compute.
+  const double unit = 4.0 * double(1 << 20);
+  EXPECT_NEAR(zero3_compute(1e-9, 2, 1) - zero3_compute(0, 2, 1), 5 * unit * (1e-9 - 4e-9), 1e-9);
+  // 2 hosts of 2 ranks: 2 of a rank's 3 peers are away.
+  EXPECT_NEAR(zero3_compute(1e-9, 2, 2) - zero3_compute(0, 2, 2),
+              5 * unit * (1e-9 - 4e-9) * 2.0 / 3.0, 1e-9);
+  // On one host the compute refills everything itself, whatever the figure.
+  EXPECT_DOUBLE_EQ(zero3_compute(1e-9, 1, 2), zero3_compute(0, 1, 2));
 }
 
 TEST(SimModel, ZeroThreeGathersTheLeavesOfALayerLargerThanABucketOneByOne) {
@@ -804,6 +839,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   p.refill = 2.5e-10;
   p.refill_small = 7.5e-9;
   p.send_refilled = 2.25e-9;
+  p.read_received = 1.75e-9;
   p.handover = 0.004;
   p.layers[1].out_bytes = 4096;
   p.layers[2].flops = 1e9;
@@ -817,6 +853,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   EXPECT_DOUBLE_EQ(q.refill, 2.5e-10);
   EXPECT_DOUBLE_EQ(q.refill_small, 7.5e-9);
   EXPECT_DOUBLE_EQ(q.send_refilled, 2.25e-9);
+  EXPECT_DOUBLE_EQ(q.read_received, 1.75e-9);
   EXPECT_DOUBLE_EQ(q.handover, 0.004);
   EXPECT_DOUBLE_EQ(q.layers[1].out_bytes, 4096);
   EXPECT_DOUBLE_EQ(q.layers[2].flops, 1e9);
