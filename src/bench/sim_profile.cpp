@@ -116,6 +116,17 @@ double time_refill(size_t bytes) {
   return best / double(bytes);
 }
 
+// Writes [p, p + bytes) to `fd` in writes of at most `piece` bytes; false
+// if a write fails.
+bool write_all(int fd, const char* p, size_t bytes, size_t piece) {
+  for (size_t off = 0; off < bytes;) {
+    const ssize_t w = write(fd, p + off, std::min(piece, bytes - off));
+    if (w <= 0) return false;
+    off += size_t(w);
+  }
+  return true;
+}
+
 // Seconds per byte the kernel adds to a send of pages just refilled, in
 // 4 KiB pages (a mapping of `bytes`, under kHugePagesFrom): a socket pair
 // drained by a thread, the pages released and rewritten, then sent twice;
@@ -132,12 +143,7 @@ double time_send_refilled(size_t bytes) {
   char* p = static_cast<char*>(buf.get());
   const auto send_all = [&] {
     Timer t;
-    constexpr size_t kPiece = size_t(256) << 10;  // a ring segment
-    for (size_t off = 0; off < bytes;) {
-      const ssize_t w = write(sv[0], p + off, std::min(kPiece, bytes - off));
-      if (w <= 0) return t.seconds();
-      off += size_t(w);
-    }
+    write_all(sv[0], p, bytes, size_t(256) << 10);  // in ring segments
     return t.seconds();
   };
   double first = 1e30, again = 1e30;
@@ -174,12 +180,7 @@ double time_read_received(size_t bytes) {
   for (int rep = 0; rep < 3; ++rep) {
     release_pages(p, bytes, false);
     std::thread send([&, fd = sv[1]] {
-      const char* s = static_cast<const char*>(src.get());
-      for (size_t off = 0; off < bytes;) {
-        const ssize_t w = write(fd, s + off, bytes - off);
-        if (w <= 0) return;
-        off += size_t(w);
-      }
+      write_all(fd, static_cast<const char*>(src.get()), bytes, bytes);
     });
     size_t got = 0;
     while (got < bytes) {
@@ -378,6 +379,13 @@ T key(const nlohmann::json& j, const char* name, const std::string& path, const 
   }
 }
 
+// A machine figure a profile may lack (0: not measured); never negative.
+double optional_figure(const nlohmann::json& j, const char* name, const std::string& path) {
+  const double v = j.value(name, 0.0);
+  COHORT_INPUT_CHECK(v >= 0, "--compute ", path, ": ", name, " is negative");
+  return v;
+}
+
 std::vector<Profile::Tie> load_ties(const nlohmann::json& j, size_t layers, const std::string& path) {
   COHORT_INPUT_CHECK(j.is_array(), "--compute ", path, ": \"ties\" must be an array");
   std::vector<Profile::Tie> ties;
@@ -411,19 +419,11 @@ Profile load_profile(const std::string& path) {
   p.positions = j.value("positions", int64_t(1));
   p.threads = j.value("threads", 1);
   p.optimizer = j.value("optimizer_s", 0.0);
-  p.refill = j.value("refill_s_per_byte", 0.0);
-  COHORT_INPUT_CHECK(p.refill >= 0, "--compute ", path, ": refill_s_per_byte is negative");
-  p.refill_small = j.value("refill_small_s_per_byte", 0.0);
-  COHORT_INPUT_CHECK(p.refill_small >= 0, "--compute ", path,
-                     ": refill_small_s_per_byte is negative");
-  p.send_refilled = j.value("send_refilled_s_per_byte", 0.0);
-  COHORT_INPUT_CHECK(p.send_refilled >= 0, "--compute ", path,
-                     ": send_refilled_s_per_byte is negative");
-  p.read_received = j.value("read_received_s_per_byte", 0.0);
-  COHORT_INPUT_CHECK(p.read_received >= 0, "--compute ", path,
-                     ": read_received_s_per_byte is negative");
-  p.handover = j.value("handover_s", 0.0);
-  COHORT_INPUT_CHECK(p.handover >= 0, "--compute ", path, ": handover_s is negative");
+  p.refill = optional_figure(j, "refill_s_per_byte", path);
+  p.refill_small = optional_figure(j, "refill_small_s_per_byte", path);
+  p.send_refilled = optional_figure(j, "send_refilled_s_per_byte", path);
+  p.read_received = optional_figure(j, "read_received_s_per_byte", path);
+  p.handover = optional_figure(j, "handover_s", path);
   COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");
   const auto& layers = key<nlohmann::json>(j, "layers", path, "the file");
   COHORT_INPUT_CHECK(layers.is_array() && !layers.empty(), "--compute ", path,
