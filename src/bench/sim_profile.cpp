@@ -127,6 +127,16 @@ bool write_all(int fd, const char* p, size_t bytes, size_t piece) {
   return true;
 }
 
+// Reads `bytes` bytes from `fd` into p; false if the stream fails or ends first.
+bool read_all(int fd, char* p, size_t bytes) {
+  for (size_t got = 0; got < bytes;) {
+    const ssize_t r = read(fd, p + got, bytes - got);
+    if (r <= 0) return false;
+    got += size_t(r);
+  }
+  return true;
+}
+
 // Seconds per byte the kernel adds to a send of pages just refilled, in
 // 4 KiB pages (a mapping of `bytes`, under kHugePagesFrom): a socket pair
 // drained by a thread, the pages released and rewritten, then sent twice;
@@ -182,14 +192,9 @@ double time_read_received(size_t bytes) {
     std::thread send([&, fd = sv[1]] {
       write_all(fd, static_cast<const char*>(src.get()), bytes, bytes);
     });
-    size_t got = 0;
-    while (got < bytes) {
-      const ssize_t r = read(sv[0], p + got, bytes - got);
-      if (r <= 0) break;
-      got += size_t(r);
-    }
+    const bool got = read_all(sv[0], p, bytes);
     send.join();
-    if (got < bytes) break;
+    if (!got) break;
     first = std::min(first, copy_out());
     again = std::min(again, copy_out());
   }
