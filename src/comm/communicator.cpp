@@ -187,11 +187,11 @@ Hierarchy& Communicator::hierarchy() {
 }
 
 void Communicator::prepare(Algorithm algo) {
-  if (size() == 1) return;
+  if (size() == 1 || algo == Algorithm::kMpi) return;
+  const HostLayout& l = host_layout();  // the ring and tree ask spans_hosts()
   if (algo == Algorithm::kHierarchical) {
     hierarchy();
   } else if (algo == Algorithm::kAuto && size() >= 3) {
-    const HostLayout& l = host_layout();
     if (l.hosts >= 2 && l.max_per_host >= 2) hierarchy();
   }
 }

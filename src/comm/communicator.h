@@ -131,6 +131,9 @@ class Communicator {
   // The host layout: the launcher's (ranks sharing memory, host_key) or the
   // one set_ranks_per_host gave. Collective the first time it is asked for.
   const HostLayout& host_layout();
+  // Whether the ranks sit on more than one host (the layout, so collective
+  // the first time): the ring and the tree then keep segments in flight.
+  bool spans_hosts() { return size() > 1 && host_layout().hosts > 1; }
   // The hierarchical all-reduce's sub-communicators, split on first use
   // (collective). Ask on the thread that owns the communicator before a
   // background thread all-reduces with kHierarchical or kAuto (prepare).

@@ -70,6 +70,17 @@ inline void exchange(Communicator& c, const void* sbuf, size_t sbytes, int dst, 
     c.recv(rbuf, rbytes, src, tag);
 }
 
+// The ring's steps across hosts (comm/ring.cpp): every send and kWindow
+// receives of 256 KiB segments in flight at once, so both directions of a
+// link stay busy. As a step one exchange at a time: send `scount` floats to
+// `right` while receiving `rcount` from `left`, added into `acc` (acc[i] =
+// acc[i] + received[i], the operand order of the unwindowed step) or moved
+// into `recv`. right == left (two ranks, or a tree's partner) is allowed.
+void reduce_step_windowed(Communicator& c, const float* send, int64_t scount, float* acc,
+                          int64_t rcount, int right, int left, int tag);
+void move_windowed(Communicator& c, const float* send, int64_t scount, float* recv,
+                   int64_t rcount, int right, int left, int tag);
+
 inline int mod(int a, int m) { return ((a % m) + m) % m; }
 
 }  // namespace cohort::comm::detail

@@ -36,11 +36,23 @@ void reduce_step(Communicator& c, const float* send, int64_t scount, float* acc,
   }
 }
 
+}  // namespace
+
+namespace detail {
+
 // Across hosts: as reduce_step, but with kWindow segments in flight each way,
 // so the link never waits for this rank to be scheduled between segments.
 // Measured on a namespace cluster (2 hosts, 1 Gbit/s, 2 vCPUs under load):
-// one exchange at a time ran a link at about 68% of its rate.
+// one exchange at a time ran a link at about 68% of its rate. Two ranks
+// exchanging with each other (one TCP connection carrying both directions)
+// ran at line rate or exactly 1.5x slower from run to run, one exchange at a
+// time; windowed, always at line rate (docs/SCALING.md, session 36).
 constexpr int64_t kWindow = 4;
+// Sends ahead of the receives: 2 MiB each way, not a whole block's (a 32 MiB
+// block is 128 sends). At 10 Gbit/s on 2 namespace hosts a 64 MiB
+// hierarchical all-reduce read 66-70 ms so against 69-81 with every send
+// posted at once (3 runs each, turn about; 1 Gbit/s: line rate either way).
+constexpr int64_t kSendWindow = 8;
 
 void reduce_step_windowed(Communicator& c, const float* send, int64_t scount, float* acc,
                           int64_t rcount, int right, int left, int tag) {
@@ -52,9 +64,13 @@ void reduce_step_windowed(Communicator& c, const float* send, int64_t scount, fl
   auto post_recv = [&](int64_t i) {
     if (rlen(i) > 0) recvs[size_t(i)] = c.irecv(slot(i), f32_bytes(rlen(i)), left, tag);
   };
+  auto post_send = [&](int64_t i) {
+    const int64_t off = i * kSegmentFloats;
+    if (off < scount)
+      sends.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), right, tag));
+  };
   for (int64_t i = 0; i < std::min(kWindow, nseg); ++i) post_recv(i);
-  for (int64_t off = 0; off < scount; off += kSegmentFloats)
-    sends.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), right, tag));
+  for (int64_t i = 0; i < std::min(kSendWindow, nseg); ++i) post_send(i);
   for (int64_t i = 0; i < nseg; ++i) {
     if (recvs[size_t(i)]) {
       recvs[size_t(i)]->wait();
@@ -62,23 +78,34 @@ void reduce_step_windowed(Communicator& c, const float* send, int64_t scount, fl
       recvs[size_t(i)].reset();  // its slot is free again
     }
     if (i + kWindow < nseg) post_recv(i + kWindow);
+    if (i + kSendWindow < nseg) post_send(i + kSendWindow);
   }
   for (auto& r : sends) r->wait();
 }
 
 // Sends `scount` floats right and receives `rcount` from the left, every
-// segment posted at once (received straight into place: no add).
+// receive posted at once (straight into place: no add), the sends windowed.
 void move_windowed(Communicator& c, const float* send, int64_t scount, float* recv,
                    int64_t rcount, int right, int left, int tag) {
-  std::vector<std::unique_ptr<Request>> reqs;
+  std::vector<std::unique_ptr<Request>> recvs, sends;
   for (int64_t off = 0; off < rcount; off += kSegmentFloats)
-    reqs.push_back(c.irecv(recv + off, f32_bytes(std::min(kSegmentFloats, rcount - off)), left, tag));
-  for (int64_t off = 0; off < scount; off += kSegmentFloats)
-    reqs.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), right, tag));
-  for (auto& r : reqs) r->wait();
+    recvs.push_back(c.irecv(recv + off, f32_bytes(std::min(kSegmentFloats, rcount - off)), left, tag));
+  auto post_send = [&](int64_t i) {
+    const int64_t off = i * kSegmentFloats;
+    if (off < scount)
+      sends.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), right, tag));
+  };
+  // Every receive is posted, so each send completes as the link carries it.
+  const int64_t nsend = (scount + kSegmentFloats - 1) / kSegmentFloats;
+  for (int64_t i = 0; i < std::min(kSendWindow, nsend); ++i) post_send(i);
+  for (int64_t i = 0; i < nsend; ++i) {
+    sends[size_t(i)]->wait();
+    post_send(i + kSendWindow);
+  }
+  for (auto& r : recvs) r->wait();
 }
 
-}  // namespace
+}  // namespace detail
 
 void ring_reduce_scatter_inplace(Communicator& c, float* data, int64_t n, ReduceOp op,
                                  int divide_by, bool network) {
@@ -90,7 +117,7 @@ void ring_reduce_scatter_inplace(Communicator& c, float* data, int64_t n, Reduce
   // adds its own into block r-s-1. After p-1 steps it owns block r+1, complete.
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
-    (network ? reduce_step_windowed : reduce_step)(c, data + blk.begin(sb), blk.count(sb),
+    (network ? detail::reduce_step_windowed : reduce_step)(c, data + blk.begin(sb), blk.count(sb),
                                                    data + blk.begin(rb), blk.count(rb), right,
                                                    left, kRingTag);
   }
@@ -106,7 +133,7 @@ void ring_allgather_inplace(Communicator& c, float* data, int64_t n, bool networ
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r + 1 - s, p), rb = mod(r - s, p);
     if (network)
-      move_windowed(c, data + blk.begin(sb), blk.count(sb), data + blk.begin(rb), blk.count(rb),
+      detail::move_windowed(c, data + blk.begin(sb), blk.count(sb), data + blk.begin(rb), blk.count(rb),
                     right, left, kRingTag);
     else
       detail::exchange(c, data + blk.begin(sb), f32_bytes(blk.count(sb)), right,
@@ -116,8 +143,9 @@ void ring_allgather_inplace(Communicator& c, float* data, int64_t n, bool networ
 
 void ring_allreduce(Communicator& c, float* data, int64_t n, ReduceOp op) {
   if (c.size() == 1 || n == 0) return;
-  ring_reduce_scatter_inplace(c, data, n, op, c.size());
-  ring_allgather_inplace(c, data, n);
+  const bool network = c.spans_hosts();
+  ring_reduce_scatter_inplace(c, data, n, op, c.size(), network);
+  ring_allgather_inplace(c, data, n, network);
 }
 
 void ring_reduce_scatter(Communicator& c, const float* src, float* dst, int64_t count,

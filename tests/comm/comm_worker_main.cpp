@@ -332,9 +332,12 @@ void check_layout(Communicator& group, int world_rank, int members_sum,
   c->set_timeout(timeout);
   const HostLayout& l = c->host_layout();
   check(l.hosts == int(counts.size()), "layout has ", l.hosts, " hosts");
-  for (int64_t n : {int64_t(0), int64_t(1), int64_t(3), int64_t(7919), int64_t(300007)})
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
-      check_allreduce(*c, world_rank, members_sum, n, Algorithm::kHierarchical, op, n >= 3);
+  // The ring and the tree keep segments in flight across hosts (spans_hosts).
+  check(c->spans_hosts() == (counts.size() > 1), "spans_hosts on ", counts.size(), " hosts");
+  for (Algorithm a : {Algorithm::kHierarchical, Algorithm::kRing, Algorithm::kTree})
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(3), int64_t(7919), int64_t(300007)})
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+        check_allreduce(*c, world_rank, members_sum, n, a, op, n >= 3);
   // bf16 views widen to f32 for it; the closed form holds within bf16 rounding.
   for (int64_t n : {int64_t(1), int64_t(7919)})
     check_bf16(*c, n, Algorithm::kHierarchical, ReduceOp::kSum);
@@ -392,12 +395,23 @@ void run_hierarchical(Communicator& world) {
     // segments in flight is refilled as each arrives (comm/ring.cpp).
     auto big = four->split(0, r);
     big->set_ranks_per_host({2, 2});
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
-      check_allreduce(*big, r, 10, 3000017, Algorithm::kHierarchical, op, true);
+    for (Algorithm a : {Algorithm::kHierarchical, Algorithm::kRing, Algorithm::kTree})
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+        check_allreduce(*big, r, 10, 3000017, a, op, true);
+  }
+  // Two hosts of one rank: the ring's right and left are one peer, both
+  // directions over one connection, the window refilled over 23 segments.
+  auto two = world.split(r < 2 ? 0 : -1, r);
+  if (two) {
+    check_layout(*two, r, 3, {1, 1}, 0);
+    auto big = two->split(0, r);
+    big->set_ranks_per_host({1, 1});
+    for (Algorithm a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kAuto})
+      check_allreduce(*big, r, 3, 3000017, a, ReduceOp::kSum, true);
   }
   world.barrier();
   if (r == 0)
-    std::printf("ok hierarchical over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1; shard gathers over the 5\n");
+    std::printf("ok hierarchical, ring, tree over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1, 1x2; shard gathers over the 5\n");
 }
 
 // The hierarchical all-reduce (equal hosts) phase by phase, a barrier between
