@@ -70,9 +70,9 @@ inline void exchange(Communicator& c, const void* sbuf, size_t sbytes, int dst, 
     c.recv(rbuf, rbytes, src, tag);
 }
 
-// The ring's steps across hosts (comm/ring.cpp): every send and kWindow
-// receives of 256 KiB segments in flight at once, so both directions of a
-// link stay busy. As a step one exchange at a time: send `scount` floats to
+// The ring's steps across hosts (comm/ring.cpp): several 256 KiB segments
+// in flight each way at once (receives 4 ahead, sends 8), so both
+// directions of a link stay busy. As a step one exchange at a time: send `scount` floats to
 // `right` while receiving `rcount` from `left`, added into `acc` (acc[i] =
 // acc[i] + received[i], the operand order of the unwindowed step) or moved
 // into `recv`. right == left (two ranks, or a tree's partner) is allowed.

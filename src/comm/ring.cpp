@@ -50,7 +50,7 @@ namespace detail {
 constexpr int64_t kWindow = 4;
 // Sends ahead of the receives: 2 MiB each way, not a whole block's (a 32 MiB
 // block is 128 sends). At 10 Gbit/s on 2 namespace hosts a 64 MiB
-// hierarchical all-reduce read 66-70 ms so against 69-81 with every send
+// hierarchical all-reduce read 66-70 ms, against 69-81 with every send
 // posted at once (3 runs each, turn about; 1 Gbit/s: line rate either way).
 constexpr int64_t kSendWindow = 8;
 
