@@ -70,6 +70,12 @@ inline void exchange(Communicator& c, const void* sbuf, size_t sbytes, int dst, 
     c.recv(rbuf, rbytes, src, tag);
 }
 
+// One step of a ring or tree (comm/ring.cpp), one 256 KiB exchange at a
+// time: sends `send` (scount floats) to `right` while receiving rcount
+// floats from `left`, each segment added into `acc` (acc[i] = acc[i] +
+// received[i] on every rank, so partners compute the same operands).
+void reduce_step(Communicator& c, const float* send, int64_t scount, float* acc, int64_t rcount,
+                 int right, int left, int tag);
 // The ring's steps across hosts (comm/ring.cpp): several 256 KiB segments
 // in flight each way at once (receives 4 ahead, sends 8), so both
 // directions of a link stay busy. As a step one exchange at a time: send `scount` floats to

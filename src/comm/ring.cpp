@@ -19,7 +19,7 @@ using detail::f32_bytes;
 using detail::kSegmentFloats;
 using detail::mod;
 
-namespace {
+namespace detail {
 
 // Receives block `rb` from the left in segments and adds each into `acc`
 // (its own copy of that block), while sending `send` (count `scount`) to the
@@ -36,10 +36,6 @@ void reduce_step(Communicator& c, const float* send, int64_t scount, float* acc,
   }
 }
 
-}  // namespace
-
-namespace detail {
-
 // Across hosts: as reduce_step, but with kWindow segments in flight each way,
 // so the link never waits for this rank to be scheduled between segments.
 // Measured on a namespace cluster (2 hosts, 1 Gbit/s, 2 vCPUs under load):
@@ -54,6 +50,18 @@ constexpr int64_t kWindow = 4;
 // posted at once (3 runs each, turn about; 1 Gbit/s: line rate either way).
 constexpr int64_t kSendWindow = 8;
 
+namespace {
+
+// Posts segment i of `send` (scount floats) to `to` onto `sends`, if it exists.
+void isend_segment(Communicator& c, std::vector<std::unique_ptr<Request>>& sends,
+                   const float* send, int64_t scount, int64_t i, int to, int tag) {
+  const int64_t off = i * kSegmentFloats;
+  if (off < scount)
+    sends.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), to, tag));
+}
+
+}  // namespace
+
 void reduce_step_windowed(Communicator& c, const float* send, int64_t scount, float* acc,
                           int64_t rcount, int right, int left, int tag) {
   const int64_t nseg = (std::max(scount, rcount) + kSegmentFloats - 1) / kSegmentFloats;
@@ -64,11 +72,7 @@ void reduce_step_windowed(Communicator& c, const float* send, int64_t scount, fl
   auto post_recv = [&](int64_t i) {
     if (rlen(i) > 0) recvs[size_t(i)] = c.irecv(slot(i), f32_bytes(rlen(i)), left, tag);
   };
-  auto post_send = [&](int64_t i) {
-    const int64_t off = i * kSegmentFloats;
-    if (off < scount)
-      sends.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), right, tag));
-  };
+  auto post_send = [&](int64_t i) { isend_segment(c, sends, send, scount, i, right, tag); };
   for (int64_t i = 0; i < std::min(kWindow, nseg); ++i) post_recv(i);
   for (int64_t i = 0; i < std::min(kSendWindow, nseg); ++i) post_send(i);
   for (int64_t i = 0; i < nseg; ++i) {
@@ -90,11 +94,7 @@ void move_windowed(Communicator& c, const float* send, int64_t scount, float* re
   std::vector<std::unique_ptr<Request>> recvs, sends;
   for (int64_t off = 0; off < rcount; off += kSegmentFloats)
     recvs.push_back(c.irecv(recv + off, f32_bytes(std::min(kSegmentFloats, rcount - off)), left, tag));
-  auto post_send = [&](int64_t i) {
-    const int64_t off = i * kSegmentFloats;
-    if (off < scount)
-      sends.push_back(c.isend(send + off, f32_bytes(std::min(kSegmentFloats, scount - off)), right, tag));
-  };
+  auto post_send = [&](int64_t i) { isend_segment(c, sends, send, scount, i, right, tag); };
   // Every receive is posted, so each send completes as the link carries it.
   const int64_t nsend = (scount + kSegmentFloats - 1) / kSegmentFloats;
   for (int64_t i = 0; i < std::min(kSendWindow, nsend); ++i) post_send(i);
@@ -117,7 +117,7 @@ void ring_reduce_scatter_inplace(Communicator& c, float* data, int64_t n, Reduce
   // adds its own into block r-s-1. After p-1 steps it owns block r+1, complete.
   for (int s = 0; s < p - 1; ++s) {
     const int sb = mod(r - s, p), rb = mod(r - s - 1, p);
-    (network ? detail::reduce_step_windowed : reduce_step)(c, data + blk.begin(sb), blk.count(sb),
+    (network ? detail::reduce_step_windowed : detail::reduce_step)(c, data + blk.begin(sb), blk.count(sb),
                                                    data + blk.begin(rb), blk.count(rb), right,
                                                    left, kRingTag);
   }

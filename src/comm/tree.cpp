@@ -22,20 +22,6 @@ namespace {
 // made whole-vector exchanges of 4 KiB slower than halving).
 constexpr int64_t kDoublingMaxFloats = 512;
 
-// Exchanges with `peer` in segments: sends `send` (scount floats), adds what
-// arrives into `acc` (rcount floats). acc = acc + received on both partners,
-// so x + y is computed as the same operands on both sides.
-void reduce_with(Communicator& c, const float* send, int64_t scount, float* acc, int64_t rcount,
-                 int peer) {
-  float* tmp = detail::scratch(std::min(rcount, kSegmentFloats));
-  for (int64_t off = 0; off < std::max(scount, rcount); off += kSegmentFloats) {
-    const int64_t s = std::clamp<int64_t>(scount - off, 0, kSegmentFloats);
-    const int64_t r = std::clamp<int64_t>(rcount - off, 0, kSegmentFloats);
-    detail::exchange(c, send + off, f32_bytes(s), peer, tmp, f32_bytes(r), peer, kTreeTag);
-    detail::add_into(acc + off, tmp, r);
-  }
-}
-
 // Over the 2^k ranks left after the fold; `real` maps a virtual rank to its
 // communicator rank.
 // Across hosts (`network`) each exchange keeps segments in flight both ways,
@@ -55,10 +41,8 @@ void halving_doubling(Communicator& c, float* data, int64_t n, ReduceOp op, int 
     const float* give = data + blk.begin(give_lo);
     float* keep = data + blk.begin(keep_lo);
     const int64_t ng = blk.count_of(give_lo, give_hi), nk = blk.count_of(keep_lo, keep_hi);
-    if (network)
-      detail::reduce_step_windowed(c, give, ng, keep, nk, peer, peer, kTreeTag);
-    else
-      reduce_with(c, give, ng, keep, nk, peer);
+    (network ? detail::reduce_step_windowed : detail::reduce_step)(c, give, ng, keep, nk, peer,
+                                                                   peer, kTreeTag);
     lo = keep_lo;
     hi = keep_hi;
   }
@@ -83,7 +67,10 @@ void halving_doubling(Communicator& c, float* data, int64_t n, ReduceOp op, int 
 template <typename Real>
 void recursive_doubling(Communicator& c, float* data, int64_t n, ReduceOp op, int vrank, int p2,
                         Real real) {
-  for (int mask = 1; mask < p2; mask *= 2) reduce_with(c, data, n, data, n, real(vrank ^ mask));
+  for (int mask = 1; mask < p2; mask *= 2) {
+    const int peer = real(vrank ^ mask);
+    detail::reduce_step(c, data, n, data, n, peer, peer, kTreeTag);
+  }
   if (op == ReduceOp::kAverage) detail::scale(data, 1.0f / c.size(), n);
 }
 
