@@ -375,6 +375,37 @@ void check_shard_gather(Communicator& group, const std::vector<int>& counts) {
   }
 }
 
+// ZeRO's reduce-scatter (parallel/shards.cpp) over one pretended layout, on
+// one host or with its blocks' owners on different hosts. Rank r holds
+// (r+1)*(i%7+1) at element i; over [b, e) (several blocks, then one block's
+// inside) each rank's shard must read the sum p(p+1)/2*(i%7+1), in f32 and
+// with bf16 on the wire (exact: every partial sum is an integer under 256).
+void check_shard_reduce(Communicator& group, const std::vector<int>& counts, int64_t n) {
+  auto c = group.split(0, group.rank());
+  c->set_ranks_per_host(counts);
+  const int r = c->rank(), p = c->size();
+  const ShardLayout l(n, p, 7);
+  const float total = float(p * (p + 1) / 2);
+  auto own = [&](int64_t i) { return i >= l.shard(r).first && i < l.shard(r).second; };
+  const std::pair<int64_t, int64_t> ranges[] = {{l.first(), n}, {l.begin(1) + 3, l.end(1) - 5}};
+  for (auto [b, e] : ranges) {
+    std::vector<float> g(static_cast<size_t>(n)), scratch(static_cast<size_t>(kShardSegment));
+    std::vector<BF16> low(static_cast<size_t>(e - b)), bscratch(static_cast<size_t>(kShardSegment));
+    for (int64_t i = 0; i < n; ++i) g[size_t(i)] = float((r + 1) * (i % 7 + 1));
+    for (int64_t i = b; i < e; ++i) low[size_t(i - b)] = to_bf16(g[size_t(i)]);
+    reduce_scatter_range(*c, l, g.data(), b, e, scratch.data());
+    reduce_scatter_range_bf16(*c, l, low.data(), b, e, bscratch.data());
+    for (int64_t i = b; i < e; ++i) {
+      if (!own(i)) continue;
+      const float want = total * float(i % 7 + 1);
+      check(g[size_t(i)] == want, "reduce_scatter_range on ", counts.size(), " hosts: element ", i,
+            " reads ", g[size_t(i)], ", not ", want);
+      check(from_bf16(low[size_t(i - b)]) == want, "reduce_scatter_range_bf16 on ", counts.size(),
+            " hosts: element ", i, " reads ", from_bf16(low[size_t(i - b)]));
+    }
+  }
+}
+
 void run_hierarchical(Communicator& world) {
   const int p = world.size(), r = world.rank();
   // One machine: MPI puts every rank on one host.
@@ -386,6 +417,7 @@ void run_hierarchical(Communicator& world) {
   const std::vector<std::vector<int>> of5 = {{2, 2, 1}, {3, 2}, {1, 1, 1, 1, 1}, {5}, {1, 4}};
   for (const auto& counts : of5) check_layout(world, r, 15, counts, 0);
   for (const auto& counts : of5) check_shard_gather(world, counts);
+  for (const auto& counts : of5) check_shard_reduce(world, counts, 1234567);
   auto four = world.split(r < 4 ? 0 : -1, r);
   if (four) {
     const std::vector<std::vector<int>> of4 = {{2, 2}, {3, 1}, {4}, {1, 1, 1, 1}};
@@ -408,10 +440,11 @@ void run_hierarchical(Communicator& world) {
     big->set_ranks_per_host({1, 1});
     for (Algorithm a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kAuto})
       check_allreduce(*big, r, 3, 3000017, a, ReduceOp::kSum, true);
+    check_shard_reduce(*two, {1, 1}, 3000017);  // 23 segments a block
   }
   world.barrier();
   if (r == 0)
-    std::printf("ok hierarchical, ring, tree over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1, 1x2; shard gathers over the 5\n");
+    std::printf("ok hierarchical, ring, tree over 2+2+1, 3+2, 5x1, 1x5, 1+4, 2x2, 3+1, 1x4, 4x1, 1x2; shard gathers and reduce-scatters over the 5, 1x2\n");
 }
 
 // The hierarchical all-reduce (equal hosts) phase by phase, a barrier between
