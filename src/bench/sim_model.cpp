@@ -76,6 +76,18 @@ std::optional<Topology> under_load(const Plan& plan, const Topology& t) {
   return l;
 }
 
+// Between hosts of one machine whose ranks outnumber its cores (4 namespace
+// hosts on 2 vCPUs), where no loaded link applies: a collective that
+// overlaps compute gets the cores as the compute does, so it advances at
+// the idle pace slowed by the contention. gpt2's dp ring on 4 hosts at 1
+// Gbit/s (session 37's timeline): the first bucket, reduced while backward
+// ran, took 819 ms, those after it 306-490 (the idle pace: ~330), the
+// contention x2.38.
+bool crowded_between_hosts(const Plan& plan, const Topology& t) {
+  return t.hosts >= 2 && plan.parallel != "zero" && plan.cores > 0 &&
+         ranks_per_machine(plan, t) > plan.cores;
+}
+
 // A compute and a communication thread per rank are more threads than the
 // machine's cores (known only where --cores is given).
 bool threads_outnumber_cores(const Plan& plan, const Topology& t) {
@@ -183,6 +195,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   const auto off = param_offsets(p);
   const auto bk = buckets(p.params(), plan.bucket_mb);
   const std::optional<Topology> loaded = under_load(plan, t);
+  const bool crowded = !loaded && crowded_between_hosts(plan, t);
   double clock = 0, exposed = 0, moved = 0, wire = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
@@ -196,9 +209,10 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
       const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
       const double idle = reduce(t, g, b, e, p.params(), algo, plan.grad_bytes);
       const double begin = std::max(free, ready);
-      free = loaded ? finish(begin, end, reduce(*loaded, g, b, e, p.params(), algo, plan.grad_bytes),
-                             idle)
-                    : begin + idle;
+      free = loaded    ? finish(begin, end, reduce(*loaded, g, b, e, p.params(), algo, plan.grad_bytes),
+                                idle)
+             : crowded ? finish(begin, end, idle * f, idle)
+                       : begin + idle;
       // Polling holds a core for the idle pace's time: the rest of a loaded
       // collective is the thread waiting for a core.
       wire += idle;

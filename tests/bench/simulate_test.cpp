@@ -423,6 +423,30 @@ TEST(SimModel, BucketsReducedBesideBackwardTakeTheLoadedPace) {
   EXPECT_DOUBLE_EQ(predict(p, plan, t).step, shared);
 }
 
+// Ranks more than the cores between hosts of one machine, no loaded figure
+// applying: a bucket reduced beside backward advances at the idle pace
+// slowed as the compute is (x f). The last layer's bucket starts as the
+// first layer's backward begins, 2f s before backward ends, so it has moved
+// 2f/(f idle) of itself by then whatever f is, the rest (idle - 2) after;
+// at the idle pace throughout it would show idle - 2f.
+TEST(SimModel, CrowdedRanksReduceBesideBackwardAtTheContendedPace) {
+  auto [p, plan] = two_bucket_dp();
+  Topology t = one_host(1, 0, 1e7);
+  t.hosts = 2;
+  t.inter = {0, 1e5};
+  const double idle = allreduce_time(t, Group{0, 2, 1}, 1 << 20, Algo::kRing);
+  ASSERT_GT(idle, 2.0);
+  plan.hosts_per_machine = 2;
+  plan.cores = 1;
+  const Prediction r = predict(p, plan, t);
+  ASSERT_GT(r.contention, 1.2);
+  EXPECT_NEAR(r.comm, (idle - 2) + idle, 1e-6);
+  // A core each: nothing crowds the links beside backward.
+  plan.cores = 2;
+  const Prediction own = predict(p, plan, t);
+  EXPECT_NEAR(own.comm, std::max(0.0, idle - 2 * own.contention) + idle, 1e-6);
+}
+
 TEST(SimModel, RanksSharingCoresSlowEachOther) {
   Plan plan;
   plan.parallel = "dp";
