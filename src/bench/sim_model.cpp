@@ -55,6 +55,17 @@ int ranks_per_machine(const Plan& plan, const Topology& t) {
   return t.ranks_per_host * std::min(t.hosts, std::max(1, plan.hosts_per_machine));
 }
 
+// More ranks than a machine's cores (known only where --cores is given).
+bool ranks_outnumber_cores(const Plan& plan, const Topology& t) {
+  return plan.cores > 0 && ranks_per_machine(plan, t) > plan.cores;
+}
+
+// Collectives between hosts that wait in MPI's blocking calls (dp's, not
+// ZeRO's napping ones): the links' pace beside compute applies to these.
+bool polling_between_hosts(const Plan& plan, const Topology& t) {
+  return t.hosts >= 2 && plan.parallel != "zero";
+}
+
 // The links as they are while the ranks compute beside a collective
 // (Topology::inter_loaded), where that was measured and applies: between
 // hosts, each rank with a core of its own (ranks no more than the cores,
@@ -66,8 +77,8 @@ int ranks_per_machine(const Plan& plan, const Topology& t) {
 // the same bytes as dp's ring in reduce-scatters and gathers, took 892 ms
 // a step where dp's ring took 989 (one rank alone: 769).
 std::optional<Topology> under_load(const Plan& plan, const Topology& t) {
-  if (!t.inter_loaded || t.hosts < 2 || plan.parallel == "zero") return std::nullopt;
-  if (plan.cores > 0 && ranks_per_machine(plan, t) > plan.cores) return std::nullopt;
+  if (!t.inter_loaded || !polling_between_hosts(plan, t) || ranks_outnumber_cores(plan, t))
+    return std::nullopt;
   Topology l = t;
   l.inter = t.inter_loaded->ring;
   l.inter_one_way = t.inter_loaded->one_way;
@@ -82,10 +93,9 @@ std::optional<Topology> under_load(const Plan& plan, const Topology& t) {
 // the idle pace slowed by the contention. gpt2's dp ring on 4 hosts at 1
 // Gbit/s (session 37's timeline): the first bucket, reduced while backward
 // ran, took 819 ms, those after it 306-490 (the idle pace: ~330), the
-// contention x2.38.
+// contention x2.38. (under_load never applies here.)
 bool crowded_between_hosts(const Plan& plan, const Topology& t) {
-  return t.hosts >= 2 && plan.parallel != "zero" && plan.cores > 0 &&
-         ranks_per_machine(plan, t) > plan.cores;
+  return polling_between_hosts(plan, t) && ranks_outnumber_cores(plan, t);
 }
 
 // A compute and a communication thread per rank are more threads than the
@@ -195,7 +205,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   const auto off = param_offsets(p);
   const auto bk = buckets(p.params(), plan.bucket_mb);
   const std::optional<Topology> loaded = under_load(plan, t);
-  const bool crowded = !loaded && crowded_between_hosts(plan, t);
+  const bool crowded = crowded_between_hosts(plan, t);
   double clock = 0, exposed = 0, moved = 0, wire = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
