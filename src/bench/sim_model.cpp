@@ -367,8 +367,11 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
     const double wire = shard_gather_time(t, g, parts);
     gather[i] = std::max(wire, refill * bytes * f * away) + handover;
     // The owner sends n-1 copies, every other rank takes one in: 2/n of the
-    // owner's work per rank, on average.
-    copy[i] = shard_gather_time(cpu, g, parts) * 2.0 / g.count;
+    // owner's work per rank, on average. Each of the n-1 takers' kernels
+    // also refills its released pages as the bytes arrive: cores' work as
+    // much as the copies are.
+    copy[i] = shard_gather_time(cpu, g, parts) * 2.0 / g.count +
+              refill * bytes * f * away * (g.count - 1) / g.count;
     fill[i] = (refill * (1 - away) + read * away) * bytes * f;
   }
   // Backward writes each unit's gradients into pages returned after the

@@ -645,6 +645,39 @@ TEST(SimModel, ZeroThreeGathersFromOtherHostsRefillInTheKernel) {
   EXPECT_DOUBLE_EQ(zero3_compute(1e-9, 1, 2), zero3_compute(0, 1, 2));
 }
 
+TEST(SimModel, ZeroThreeKernelRefillOfGathersFromOtherHostsTakesTheSharedCores) {
+  // 2 namespace hosts of one machine, a rank each, on 2 cores; three layers
+  // of 2^20 parameters (a 12 MiB arena, 4 KiB pages refilled at r), 50 ms
+  // forward and 100 ms backward each; links and copies instant. Every
+  // gather comes from the other host, so the taker's kernel refills its
+  // 4 MiB as it lands: 4 of the 5 gathers a step run beside the compute
+  // (the first one, before any, does not), each costing the machine's
+  // cores r x 4 MiB on one of the 2 ranks. The compute (C a rank, the
+  // gradient pages' refill included) and that work share the 2 cores, so
+  // the slow-down is 1 + (4 x r x 4 MiB / 2) / C.
+  const double r = 4e-9, unit = 4.0 * double(1 << 20);
+  Profile p = uniform(3, 1 << 20);
+  for (auto& l : p.layers) l.forward = 0.05, l.backward = 0.1;
+  p.optimizer = 0;
+  p.refill = 1e-10;
+  p.refill_small = r;
+  p.read_received = 1e-30;  // the compute's first read: nothing to speak of
+  Plan plan;
+  plan.parallel = "zero";
+  plan.zero_stage = 3;
+  plan.batch = 8;
+  plan.cores = 2;
+  plan.hosts_per_machine = 2;
+  Topology t = one_host(1, 0, 1e30);
+  t.hosts = 2;
+  t.inter = t.intra;
+  const double compute = 3 * 0.15 + r * 3 * unit / 2;  // layers + gradient refill
+  EXPECT_NEAR(predict(p, plan, t).contention, 1 + 4 * r * unit / 2 / compute, 2e-4);
+  // With no refill to do (pages kept), nothing contends.
+  p.refill_small = p.refill = 0;
+  EXPECT_DOUBLE_EQ(predict(p, plan, t).contention, 1.0);
+}
+
 TEST(SimModel, ZeroThreeGathersTheLeavesOfALayerLargerThanABucketOneByOne) {
   // Three layers of 2^20 parameters on 2 ranks, no compute: the middle one
   // straddles the two ranks' blocks. Whole, half of it comes from each owner
