@@ -365,13 +365,14 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
     const auto parts = block_parts(units[i].begin, units[i].end, total, g.count, 4.0);
     const double bytes = 4.0 * double(units[i].end - units[i].begin);
     const double wire = shard_gather_time(t, g, parts);
-    gather[i] = std::max(wire, refill * bytes * f * away) + handover;
+    const double kernel_refill = refill * bytes * f * away;  // on the queue thread
+    gather[i] = std::max(wire, kernel_refill) + handover;
     // The owner sends n-1 copies, every other rank takes one in: 2/n of the
     // owner's work per rank, on average. Each of the n-1 takers' kernels
     // also refills its released pages as the bytes arrive: cores' work as
     // much as the copies are.
     copy[i] = shard_gather_time(cpu, g, parts) * 2.0 / g.count +
-              refill * bytes * f * away * (g.count - 1) / g.count;
+              kernel_refill * (g.count - 1) / g.count;
     fill[i] = (refill * (1 - away) + read * away) * bytes * f;
   }
   // Backward writes each unit's gradients into pages returned after the
