@@ -160,12 +160,18 @@ double shard_reduce_scatter_time(const Topology& t, const Group& g,
   // ranks exchanging parts both ways gets the exchange's.
   const bool one_block = std::count(parts.begin(), parts.end(), 0.0) + 1 == ptrdiff_t(parts.size());
   const double wire = (one_block ? one_way_link(t, g) : ring_link(t, g)).time(largest);
-  // The kernel copies a part into the socket as the link drains it, so the
-  // slower of the two sets the step (mnist-large's ZeRO-1 on 2 namespace
-  // hosts: 4 MB a step in 13.6 ms at 10 Gbit/s, 35 at 1 Gbit/s).
+  // The kernel reads the refilled pages into the socket, then does its TCP
+  // work on them (inter_cpu), both on the sender's core, while the link
+  // drains what is ready: the slower of the cores and the wire sets the
+  // step. mnist-large's ZeRO-1 on 2 namespace hosts (session 39's
+  // timelines): 4 MB both ways in 13-15 ms at 10 Gbit/s once both ranks
+  // were ready (the refill 9 ms, the TCP work ~4, the wire ~4.5; a plain
+  // 8 MB all-reduce took 9), 35 ms at 1 Gbit/s (the wire).
   const bool crosses = t.host_of(g.rank(0)) != t.host_of(g.rank(g.count - 1));
-  const double copy = crosses ? send_refilled * largest : 0.0;
-  return (g.count - 1) * std::max(wire, copy);
+  const double cores = crosses && send_refilled > 0
+                           ? send_refilled * largest + (t.inter_cpu ? t.inter_cpu->time(largest) : 0)
+                           : 0.0;
+  return (g.count - 1) * std::max(wire, cores);
 }
 
 double shard_allgather_time(const Topology& t, const Group& g, double bytes, double piece) {

@@ -97,8 +97,9 @@ const Link& one_way_link(const Topology& t, const Group& g);
 // reduce_scatter_range: a ring over the parts, p-1 steps each as long as
 // the largest part (a range inside one block takes p-1 whole hops, one way:
 // at the one-way rate; parts in several blocks at the ring's). Across
-// hosts a step takes at least the sender's kernel copy of a part from
-// pages just refilled: `send_refilled` seconds a byte (Profile).
+// hosts, from pages just refilled, a step takes at least the sender's
+// kernel read of a part (`send_refilled` seconds a byte, Profile) and then
+// its TCP work on it (inter_cpu, where measured).
 double shard_reduce_scatter_time(const Topology& t, const Group& g,
                                  const std::vector<double>& parts, double send_refilled = 0);
 // ZeRO-1/2's all-gather of the stepped shards, `bytes` in all: p-1 steps,

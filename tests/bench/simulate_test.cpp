@@ -176,6 +176,26 @@ TEST(SimComm, ZeroReduceScatterAcrossHostsTakesAtLeastTheRefilledPagesCopy) {
               shard_reduce_scatter_time(host, two, parts), 1e-15);
 }
 
+TEST(SimComm, ZeroReduceScatterFromRefilledPagesAddsTheKernelsTcpWorkOnTheSameCore) {
+  // 2 hosts at 1 GB/s (4.1 ms a 4 MB part on the wire) whose kernel's TCP
+  // work runs at 1 GB/s and 5e-5 s (inter_cpu): from refilled pages at
+  // 2.5e-9 s/B a step is the sender's read (10 ms) then that work (4.05
+  // ms), one after the other on its core; the wire runs beside them.
+  Topology t = one_host(1, 1e-4, 1e9);
+  t.hosts = 2;
+  t.inter = t.intra;
+  t.inter_cpu = Link{5e-5, 1e9};
+  const Group two{0, 2, 1};
+  const std::vector<double> parts{4e6, 4e6};
+  EXPECT_NEAR(shard_reduce_scatter_time(t, two, parts, 2.5e-9), 4e6 * 2.5e-9 + 5e-5 + 4e6 / 1e9,
+              1e-15);
+  // Pages not refilled: the link as `bench comm` fitted it, the kernel's work in it.
+  EXPECT_NEAR(shard_reduce_scatter_time(t, two, parts), 1e-4 + 4e6 / 1e9, 1e-15);
+  // A slow wire (100 MB/s: 40.1 ms) still sets the step.
+  t.inter = Link{1e-4, 1e8};
+  EXPECT_NEAR(shard_reduce_scatter_time(t, two, parts, 2.5e-9), 1e-4 + 4e6 / 1e8, 1e-15);
+}
+
 TEST(SimComm, ZeroPricesOneWayTransfersAtTheOneWayRate) {
   // Two hosts whose exchanges run at 80 MB/s a direction and one-way
   // messages at 120 (the namespace cluster at 1 Gbit/s).
