@@ -165,7 +165,7 @@ double shard_reduce_scatter_time(const Topology& t, const Group& g,
   // drains what is ready: the slower of the cores and the wire sets the
   // step. mnist-large's ZeRO-1 on 2 namespace hosts (session 39's
   // timelines): 4 MB both ways in 13-15 ms at 10 Gbit/s once both ranks
-  // were ready (the refill 9 ms, the TCP work ~4, the wire ~4.5; a plain
+  // were ready (the read 9 ms, the TCP work 3.2, the wire ~4.5; a plain
   // 8 MB all-reduce took 9), 35 ms at 1 Gbit/s (the wire).
   const bool crosses = t.host_of(g.rank(0)) != t.host_of(g.rank(g.count - 1));
   const double cores = crosses && send_refilled > 0
