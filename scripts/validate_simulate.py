@@ -20,8 +20,9 @@ skips it): a namespace cluster of 2 and 4 hosts (one rank each) at 1 and
 cluster's mpirun and predicted with --hosts H --ranks-per-host 1 and the
 inter-host link fitted from COMM_REPS (3) `bench comm` runs on that cluster
 (--calibrate-inter: each size's median) and the profile scaled by the
-machine's drift (one rank alone on the host, measured just before and
-after each model's runs on each cluster, the best, against the same run in the host's part). CLUSTER_ONLY=1 measures only the cluster, with the
+machine's drift (the slower of 2 single-rank runs at once on the host,
+read just before and after each model's runs on each cluster, the best,
+against the same reading in the host's contention rounds). CLUSTER_ONLY=1 measures only the cluster, with the
 profiles already in OUT/inputs; REPREDICT=1 measures nothing.
 
 Writes OUT/validation.md, OUT/validation.json and OUT/predicted_vs_measured.png.
@@ -136,22 +137,29 @@ def contention(model, mflags, batch, steps):
     every alone run's rate, and the curve runs 8-22 used, recorded only: the
     median over the rounds of alone over the k's mean (a best-of-2 on each
     side let one slow alone run move every 4-rank prediction by 10%: run 7);
-    on machines whose cores run alike the two agree."""
+    on machines whose cores run alike the two agree. Last, the loaded pace:
+    the best, across the rounds, of the slower of 2 at once (the cluster's
+    drift readings take the same reading; cluster_model)."""
     args = step_args(model, mflags, batch, steps)
     alones, ratios, slowest = [], {2: [], 4: []}, {2: 0.0, 4: 0.0}
     for _ in range(CONT_REPS):
         alone = last_json(run(args))["images_per_second"]
         alones.append(alone)
         for k in ratios:
-            ps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                   text=True) for _ in range(k)]
-            rates = [last_json(p.communicate()[0])["images_per_second"] for p in ps]
+            rates = together(args, k)
             ratios[k].append(alone / (sum(rates) / k))
             slowest[k] = max(slowest[k], min(rates))
     lockstep = ",".join("%d:%.3f" % (k, max(1.0, max(alones) / r)) for k, r in slowest.items())
     pair_median = ",".join("%d:%.3f" % (k, max(1.0, statistics.median(r)))
                            for k, r in ratios.items())
-    return lockstep, alones, pair_median
+    return lockstep, alones, pair_median, slowest[2]
+
+
+def together(args, k):
+    """k copies of one rank's `bench step` (args) started at once: their rates."""
+    ps = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+          for _ in range(k)]
+    return [last_json(p.communicate()[0])["images_per_second"] for p in ps]
 
 
 def simulate(model, mflags, profile, ranks, flags, batch, curve, cores, comm_file):
@@ -165,10 +173,11 @@ def measure(model, inputs, comm_file):
     """Profile, contention and every configuration's best rate for one model;
     the anchored profile goes to inputs/<model>.json."""
     mflags, batch, steps = MODELS[model]
-    curve, alones, pair_median = contention(model, mflags, batch, steps)
+    curve, alones, pair_median, pair = contention(model, mflags, batch, steps)
     alone = max(alones)
-    print("%s: one alone %.2f samples/s; --contention %s (the median of pairs, recorded: %s)"
-          % (model, alone, curve, pair_median), file=sys.stderr)
+    print("%s: one alone %.2f samples/s; --contention %s (the median of pairs, recorded: %s); "
+          "the slower of 2 at once, best %.2f" % (model, alone, curve, pair_median, pair),
+          file=sys.stderr)
     # Every configuration's rank computes `batch` rows at once (pipelines
     # take batch x micro-batches), so one profile serves them all.
     prof = profile_file(inputs, model)
@@ -207,7 +216,8 @@ def measure(model, inputs, comm_file):
     print("%s: one rank alone, %d runs: %.2f to %.2f samples/s (x%.2f apart)"
           % (model, len(runs["single"]), min(runs["single"]), max(runs["single"]),
              spread(runs["single"])), file=sys.stderr)
-    return {"contention": curve, "cores": CORES, "alone": alone, "anchor": anchor, "best": best,
+    return {"contention": curve, "cores": CORES, "alone": alone, "pair": pair, "anchor": anchor,
+            "best": best,
             "local": local, "per_core": per_core, "pair_median": pair_median, "runs": runs}
 
 
@@ -410,19 +420,17 @@ def loaded_comm(name, hosts, path):
 def cluster_model(model, name, link, hosts, comm_file):
     mflags, batch, steps = MODELS[model]
     runs = []
-    # The machine's speed now: one rank alone on the host, just before and
-    # just after this model's runs on this cluster, the best of them (a
-    # shared machine drifts by 10-15% over the hour the validation takes:
-    # run 8 measured mnist-large's single step at 97 ms and, 40 minutes
-    # later, dp on 2 namespace hosts at 94; but a reading from one moment
-    # can catch a slow one: run 16's best of 3 before mnist-large's rows on
-    # 2 hosts at 1 Gbit/s read the machine 29% slow, and all 4 of its rows
-    # came 7-25% under the prediction). Each reading as the host's single
-    # row: best of REPS, or MIN_REPS.
-    def speed():
-        return max(alone_rate(model) for _ in range(reps(model)))
-
-    before = speed()
+    # The machine's speed now, read just before and just after this model's
+    # runs on this cluster (a shared machine drifts by 10-15% over the hour
+    # the validation takes: run 8 measured mnist-large's single step at 97
+    # ms and, 40 minutes later, dp on 2 namespace hosts at 94). Read loaded,
+    # as the rows run: the slower of 2 single-rank runs at once, the best of
+    # them, against the same reading in the host's contention rounds. One
+    # rank alone (runs 9-33's reading, recorded) came in up to x2.06 slow on
+    # run 33's guest while the rows beside it ran at full pace: there one
+    # rank alone ran at about half the pace of each of 2 at once.
+    readings = {"alone": [], "pair": []}
+    drift_readings(model, readings)
     best, every = {}, {}
     for _ in range(reps(model, cluster_reps(link))):
         for config, flags, mult in CLUSTER_CONFIGS[hosts]:
@@ -441,10 +449,24 @@ def cluster_model(model, name, link, hosts, comm_file):
             runs.append({"model": model, "config": config, "hosts": hosts, "link": link,
                          "flags": flags, "mult": mult, "best": best[config],
                          "runs": every[config], "comm": os.path.basename(comm_file)})
-    single = max(before, speed())
+    drift_readings(model, readings)
+    print("  %s's drift readings, %d hosts at %s: alone %s, 2 at once %s samples/s (the slower)"
+          % (model, hosts, link, ", ".join("%.2f" % x for x in readings["alone"]),
+             ", ".join("%.2f" % x for x in readings["pair"])), file=sys.stderr)
     for r in runs:
-        r["single"] = single
+        r["single"], r["pair"] = max(readings["alone"]), max(readings["pair"])
+        r["readings"] = readings
     return runs
+
+
+def drift_readings(model, readings):
+    """Appends reps(model) drift readings of each kind to readings: one rank
+    alone ("alone", the single row's command) and the slower of 2 at once
+    ("pair"), in turn."""
+    mflags, batch, steps = MODELS[model]
+    for _ in range(reps(model)):
+        readings["alone"].append(alone_rate(model))
+        readings["pair"].append(min(together(step_args(model, mflags, batch, steps), 2)))
 
 
 def cluster_predict(runs, measured, inputs):
@@ -460,9 +482,7 @@ def cluster_predict(runs, measured, inputs):
         model = c["model"]
         m = measured[model]
         mflags, batch, _ = MODELS[model]
-        # Runs that measured the machine's speed beside them take the profile
-        # scaled by its drift since the host's runs (runs 1-8 did not: 1).
-        drift = m["best"]["single"] / c["single"] if c.get("single") else 1.0
+        drift = cluster_drift(c, m)
         prof = drifted_profile(inputs, model, drift)
         config = "%s, %d hosts at %s" % (c["config"], c["hosts"], c["link"])
         loaded = loaded_file(os.path.join(inputs, c["comm"]))
@@ -479,6 +499,17 @@ def cluster_predict(runs, measured, inputs):
                 "--calibrate-inter", os.path.join(inputs, c["comm"]), *cpu, *loaded,
                 *c["flags"]])), cluster=True, drift=drift))
     return rows
+
+
+def cluster_drift(c, m):
+    """How much slower the machine ran beside the cluster row c than in the
+    host's runs of its model (m): by the loaded reading where both have one
+    (run 34 on), else by one rank alone (runs 9-33), else 1 (runs 1-8)."""
+    if c.get("pair") and m.get("pair"):
+        return m["pair"] / c["pair"]
+    if c.get("single"):
+        return m["best"]["single"] / c["single"]
+    return 1.0
 
 
 def profile_file(inputs, model):
