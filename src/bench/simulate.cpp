@@ -73,6 +73,9 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--threads", c.threads, "measuring: threads (0: this machine's CPUs)");
   app.add_option("--sweep", c.sweep, "ranks, comma list (1,2,4,...,1024): table and efficiency plot");
   app.add_option("--out", c.out, "--sweep: folder for sweep.json and efficiency.png");
+  app.add_option("--config", c.config,
+                 "a DeepSpeed ds_config.json: batch, accumulation, zero_optimization, bf16, "
+                 "communication_data_type (flags given win over it)");
 }
 
 namespace {
@@ -214,6 +217,16 @@ sim::Profile compute_profile(const SimulateConfig& c) {
 // Samples are images, or tokens for token models.
 const char* unit(const sim::Profile& p) { return p.positions > 1 ? "tokens" : "images"; }
 
+// What the step was planned with (the flags, or --config's keys behind them).
+nlohmann::ordered_json plan_json(const SimulateConfig& c) {
+  nlohmann::ordered_json j = {{"batch", c.plan.batch}, {"accumulate", c.plan.accumulate},
+                              {"bucket_mb", c.plan.bucket_mb}, {"overlap", !c.no_overlap}};
+  if (c.parallel == "zero") j["zero_stage"] = c.plan.zero_stage;
+  if (c.parallel == "zero" && c.plan.zero_stage == 3) j["prefetch_mb"] = c.plan.prefetch_mb;
+  if (!c.config.empty()) j["config"] = c.config;
+  return j;
+}
+
 nlohmann::ordered_json row_json(const sim::Prediction& r, const sim::Prediction& one, int ranks,
                                 const sim::Profile& p) {
   const double eff = r.rate() / (ranks * one.rate());
@@ -243,8 +256,8 @@ int run_single(SimulateConfig& c, const sim::Topology& t, const sim::Profile& p)
   nlohmann::ordered_json out = {{"event", "simulate"}, {"model", c.model}, {"parallel", c.parallel},
                                 {"grad_dtype", c.grad_dtype}, {"hosts", t.hosts},
                                 {"ranks_per_host", t.ranks_per_host}};
-  const nlohmann::ordered_json row = row_json(r, one, ranks, p);
-  for (auto it = row.begin(); it != row.end(); ++it) out[it.key()] = it.value();
+  out.update(plan_json(c));
+  out.update(row_json(r, one, ranks, p));
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
@@ -297,11 +310,12 @@ int run_sweep(SimulateConfig& c, const sim::Topology& t, const sim::Profile& p) 
   }
   for (size_t a = 0; a < algos.size(); ++a) curves[algos[a]] = rows[a];
   nlohmann::ordered_json out = {{"event", "simulate-sweep"}, {"model", c.model},
-                                {"parallel", c.parallel}, {"grad_dtype", c.grad_dtype},
-                                {"batch", c.plan.batch},
-                                {"ranks_per_host", t.ranks_per_host},
-                                {"link", sim::describe_link(t.inter)},
-                                {"intra", sim::describe_link(t.intra)}, {"curves", curves}};
+                                {"parallel", c.parallel}, {"grad_dtype", c.grad_dtype}};
+  out.update(plan_json(c));
+  out["ranks_per_host"] = t.ranks_per_host;
+  out["link"] = sim::describe_link(t.inter);
+  out["intra"] = sim::describe_link(t.intra);
+  out["curves"] = curves;
   std::printf("%s\n", out.dump().c_str());
   if (!c.out.empty()) {
     const std::string text = out.dump(1) + "\n";

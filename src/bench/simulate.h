@@ -30,6 +30,7 @@ struct SimulateConfig {
   std::string contention;            // "2:1.9,4:3.6": measured slow-downs (Plan::contention)
   std::string sweep;                 // "1,2,4,...": ranks
   std::string out;                   // --sweep: folder for sweep.json and efficiency.png
+  std::string config;                // a DeepSpeed ds_config.json (bench/sim_config.h)
 };
 
 void add_simulate_options(CLI::App& app, SimulateConfig& c);

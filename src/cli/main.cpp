@@ -16,6 +16,7 @@
 #include "bench/comm_bench.h"
 #include "bench/grid.h"
 #include "bench/report.h"
+#include "bench/sim_config.h"
 #include "bench/simulate.h"
 #include "bench/step_bench.h"
 #include "bench/strategies.h"
@@ -401,7 +402,11 @@ int dispatch(Commands& c, int argc, char** argv) {
     std::printf("%s\n", detokenize(ids, vocab).c_str());
     return 0;
   }
-  if (*c.simulate) return run_simulate(c.simulate_cfg);
+  if (*c.simulate) {
+    for (const std::string& note : apply_sim_config(*c.simulate, c.simulate_cfg))
+      std::fprintf(stderr, "simulate: --config %s\n", note.c_str());
+    return run_simulate(c.simulate_cfg);
+  }
   if (*c.tune) return run_tune(c.tune_cfg);
   if (*c.strategies) return run_strategies(c.strategies_cfg);
   if (*c.grid) return run_grid(resolve_grid(c.grid_flags)) == 0 ? 0 : 1;
