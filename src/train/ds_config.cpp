@@ -38,7 +38,7 @@ class Section {
   }
 
   const json* get(const std::string& key) {
-    known_.push_back(key);
+    if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.push_back(key);
     auto it = j_.find(key);
     return it == j_.end() ? nullptr : &*it;
   }

@@ -184,6 +184,10 @@ TEST(DsConfig, RefusesUnknownKeysWrongTypesAndBadValuesNamingTheKey) {
   EXPECT_NE(refusal(json::parse(R"({"zero_optimization": {"stage": 0, "cpu_offload": false}})"))
                 .find("--config ds.json: zero_optimization.cpu_offload: not a key"),
             std::string::npos);
+  // Each key it reads named once (stage is read as an integer, then a number).
+  EXPECT_NE(refusal(json::parse(R"({"zero_optimization": {"bogus": 1}})"))
+                .find("(valid: stage, reduce_bucket_size, "),
+            std::string::npos);
   EXPECT_EQ(error_of([] {
               TrainConfig c;
               apply_ds_config("/nonexistent/ds.json", c, {}, 1);
