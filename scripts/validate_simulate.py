@@ -4,8 +4,9 @@
 For each model: measure its per-layer compute profile once (cohort simulate
 --save-compute, best of 8 passes per layer, one thread), the host's
 contention (2 and 4 single-process `bench step` runs at once against one
-alone, CONT_REPS (5) rounds, the best of each round's slowest against the
-best alone: --contention; those alone runs count toward the single row)
+alone, CONT_REPS (5) rounds, the median over the rounds of each round's
+alone over the k's mean: --contention; those alone runs count toward the
+single row)
 and the shared-memory link (`bench comm`: --calibrate); scale the profile
 so that one rank's prediction is its measured step (the anchor); then run
 each configuration `cohort bench step` (ps: `cohort train`, second epoch)
@@ -129,16 +130,17 @@ def bench_step(model, mflags, batch, steps, ranks, flags):
 def contention(model, mflags, batch, steps):
     """The --contention curve (k = 2, 4): one rank alone against k at once,
     CONT_REPS rounds, each an alone run then k single-process runs started
-    together. The curve is one alone's best over the best, across the
-    rounds, of the slowest of the k: ranks in lockstep go at the slowest
-    one's pace, and the rows are each configuration's best, as the anchor
-    is one rank's best (run 22's machine: its vCPUs switched pace every few
-    seconds, each on its own; SCALING, run 22). Clamped to 1. Also returns
-    every alone run's rate, and the curve runs 8-22 used, recorded only: the
-    median over the rounds of alone over the k's mean (a best-of-2 on each
-    side let one slow alone run move every 4-rank prediction by 10%: run 7);
-    on machines whose cores run alike the two agree. Last, the loaded pace:
-    the best, across the rounds, of the slower of 2 at once (the cluster's
+    together. The curve is the median over the rounds of that round's alone
+    over the k's mean, clamped to 1 (runs 8-22's curve, again from run 36:
+    a best-of-2 on each side let one slow alone run move every 4-rank
+    prediction by 10%: run 7). Also returns every alone run's rate; the
+    curve runs 23-35 used, recorded only (`lockstep`: one alone's best over
+    the best, across the rounds, of the slowest of the k, since ranks in
+    lockstep go at the slowest one's pace; on run 35's guest two processes
+    ran up to x3.2 apart and that extreme read x2.2 for gpt2 while its
+    2-rank rows ran x1.0-1.2: re-predicting runs 23-35 with each curve,
+    561 of 720 against 541; SCALING, session 42); and the loaded pace: the
+    best, across the rounds, of the slower of 2 at once (the cluster's
     drift readings take the same reading; cluster_model)."""
     args = step_args(model, mflags, batch, steps)
     alones, ratios, slowest = [], {2: [], 4: []}, {2: 0.0, 4: 0.0}
@@ -152,7 +154,7 @@ def contention(model, mflags, batch, steps):
     lockstep = ",".join("%d:%.3f" % (k, max(1.0, max(alones) / r)) for k, r in slowest.items())
     pair_median = ",".join("%d:%.3f" % (k, max(1.0, statistics.median(r)))
                            for k, r in ratios.items())
-    return lockstep, alones, pair_median, slowest[2]
+    return pair_median, alones, lockstep, slowest[2]
 
 
 def together(args, k):
@@ -173,10 +175,11 @@ def measure(model, inputs, comm_file):
     """Profile, contention and every configuration's best rate for one model;
     the anchored profile goes to inputs/<model>.json."""
     mflags, batch, steps = MODELS[model]
-    curve, alones, pair_median, pair = contention(model, mflags, batch, steps)
+    curve, alones, lockstep, pair = contention(model, mflags, batch, steps)
     alone = max(alones)
-    print("%s: one alone %.2f samples/s; --contention %s (the median of pairs, recorded: %s); "
-          "the slower of 2 at once, best %.2f" % (model, alone, curve, pair_median, pair),
+    print("%s: one alone %.2f samples/s; --contention %s (the median of the rounds; the lockstep "
+          "curve, recorded: %s); the slower of 2 at once, best %.2f"
+          % (model, alone, curve, lockstep, pair),
           file=sys.stderr)
     # Every configuration's rank computes `batch` rows at once (pipelines
     # take batch x micro-batches), so one profile serves them all.
@@ -218,7 +221,8 @@ def measure(model, inputs, comm_file):
              spread(runs["single"])), file=sys.stderr)
     return {"contention": curve, "cores": CORES, "alone": alone, "pair": pair, "anchor": anchor,
             "best": best,
-            "local": local, "per_core": per_core, "pair_median": pair_median, "runs": runs}
+            "local": local, "per_core": per_core, "pair_median": curve, "lockstep": lockstep,
+            "runs": runs}
 
 
 def spread(rates):
