@@ -26,8 +26,9 @@ class Matmul {
     w_md_ = memory::desc({n, n}, in, Tag::ba);
     dst_md_ = memory::desc({n, n}, memory::data_type::f32, Tag::ab);
     try {
-      prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md_, w_md_, dst_md_),
-                                                        ops::cpu::engine()));
+      const auto k = [](const memory::desc& m) { return ops::cpu::kernel_md(m); };
+      prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(k(src_md_), k(w_md_), dst_md_), ops::cpu::engine()));
     } catch (const dnnl::error& e) {
       throw Error(detail::concat(__FILE__, ":", __LINE__, ": oneDNN has no ", dtype_name(dtype),
                                  " matmul on this CPU: ", e.what()));

@@ -14,6 +14,7 @@
 #include "core/timeline.h"
 #include "data/dataset.h"
 #include "nn/models/zoo.h"
+#include "ops/bf16_kernels.h"
 #include "optim/optimizer.h"
 #include "parallel/start.h"
 #include "parallel/timeline_file.h"
@@ -118,8 +119,12 @@ void add_comparisons(const StepBenchConfig& cfg, int world, double ips, double g
     out["matmul_peak_dtype"] = precision_name(dtype);
     out["matmul_peak_gflops"] = peak;
     out["peak_share"] = gflops / peak;
-    std::fprintf(stderr, "%s matmul peak %.1f GFLOP/s; %s reaches %.1f%% of it\n",
-                 precision_name(dtype), peak, cfg.model.c_str(), 100 * gflops / peak);
+    // bf16 where oneDNN has no bf16 kernel: both sides run f32 kernels on bf16 storage.
+    const bool fallback = dtype == DType::kBF16 && !ops::bf16_kernels_native();
+    if (fallback) out["matmul_peak_kernels"] = "f32 on bf16 storage";
+    std::fprintf(stderr, "%s matmul peak%s %.1f GFLOP/s; %s reaches %.1f%% of it\n",
+                 precision_name(dtype), fallback ? " (f32 kernels on bf16 storage)" : "", peak,
+                 cfg.model.c_str(), 100 * gflops / peak);
   }
   if (cfg.peer == "pytorch") {
     std::vector<std::string> args = {"step", "--model", cfg.model, "--batch",

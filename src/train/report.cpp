@@ -23,12 +23,15 @@ void Report::start(const nlohmann::ordered_json& info) {
     std::fprintf(out_, "%s\n", j.dump().c_str());
   } else {
     std::fprintf(out_, "cohort train: model %s (%lld parameters), %s: %lld train / %lld test images, "
-                 "batch %lld, %d thread(s), %d rank(s), global batch %lld, %s\n",
+                 "batch %lld, %d thread(s), %d rank(s), global batch %lld, %s%s\n",
                  info["model"].get<std::string>().c_str(), info["parameters"].get<long long>(),
                  info["data"].get<std::string>().c_str(), info["train_images"].get<long long>(),
                  info["test_images"].get<long long>(), info["batch"].get<long long>(),
                  info["threads"].get<int>(), info.value("world_size", 1),
-                 info.value("global_batch", 0LL), info.value("precision", "fp32").c_str());
+                 info.value("global_batch", 0LL), info.value("precision", "fp32").c_str(),
+                 info.value("bf16_kernels", "") == "f32 on bf16 storage"
+                     ? " (f32 kernels on bf16 storage: oneDNN has no bf16 kernel on this CPU)"
+                     : "");
   }
   std::fflush(out_);
 }

@@ -23,6 +23,7 @@
 #include "data/sampler.h"
 #include "data/tokens.h"
 #include "nn/models/zoo.h"
+#include "ops/bf16_kernels.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "parallel/launch.h"
@@ -96,6 +97,13 @@ void check_config(const TrainConfig& given, int world) {
 }
 
 namespace {
+
+// Where a run's bf16 arithmetic runs (ops/bf16_kernels.h), for its start line
+// and summary: "none" at another precision.
+const char* bf16_kernels(const std::string& precision) {
+  if (precision != "bf16") return "none";
+  return ops::bf16_kernels_native() ? "oneDNN bf16" : "f32 on bf16 storage";
+}
 
 // What a run is made of, once set up.
 struct Run {
@@ -409,6 +417,7 @@ nlohmann::ordered_json summarize(const TrainConfig& cfg, Run& run, const Totals&
       {"global_batch", run.global_batch},
       {"threads", omp_get_max_threads()},
       {"precision", cfg.precision.precision},
+      {"bf16_kernels", bf16_kernels(cfg.precision.precision)},
       {"grad_dtype", cfg.precision.grad_dtype},
       {"config", cfg.effective(run.global_batch)},
       {"test_accuracy", t.eval.accuracy},
@@ -470,7 +479,8 @@ nlohmann::ordered_json train(const TrainConfig& given, comm::Communicator* comm)
                 {"test_images", run.data.test.size()}, {"batch", cfg.batch},
                 {"threads", omp_get_max_threads()}, {"world_size", world},
                 {"parallel", cfg.parallel}, {"global_batch", run.global_batch},
-                {"precision", cfg.precision.precision}});
+                {"precision", cfg.precision.precision},
+                {"bf16_kernels", bf16_kernels(cfg.precision.precision)}});
   // Recording starts here, after set-up: the file shows training.
   std::unique_ptr<TimelineFile> trace;
   if (!cfg.timeline.empty()) trace = std::make_unique<TimelineFile>(cfg.timeline, comm);

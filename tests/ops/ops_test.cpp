@@ -45,6 +45,7 @@
 // elementwise calls) are in op_specifics_test.cpp.
 #include <gtest/gtest.h>
 
+#include "ops/cpu/dnnl_util.h"
 #include "ops/harness.h"
 
 namespace cohort::op_harness {
@@ -70,15 +71,16 @@ class OpHarnessTest : public ::testing::TestWithParam<OpCase> {
   std::unique_ptr<OpHarness> h_;
 };
 
-TEST_P(OpHarnessTest, Reference) {
-  OpHarness& h = *h_;
+// The op's forward and backward against the reference's (f32 math on the
+// same inputs).
+void check_reference(OpHarness& h, Rng& rng) {
   Vec y(static_cast<size_t>(h.out_size), std::numeric_limits<float>::quiet_NaN()), y_ref(static_cast<size_t>(h.out_size));
   const double tol = h.dtype == DType::kBF16 ? kRefTolBf16 : kRefTol;
   h.forward(y);
   h.ref_forward(y_ref);
   EXPECT_LE(ref::rel_error(y.data(), y_ref.data(), h.out_size), tol) << "forward";
 
-  const Vec dy = random_dy();
+  const Vec dy = rounded(randn(h.out_size, rng), h.out_dtype);
   auto g = grads_like(h, std::numeric_limits<float>::quiet_NaN());
   auto g_ref = grads_like(h, 0.0f);
   h.backward(dy, g, /*accumulate=*/false);
@@ -87,6 +89,22 @@ TEST_P(OpHarnessTest, Reference) {
     EXPECT_LE(ref::rel_error(g[i].data(), g_ref[i].data(), int64_t(g[i].size())), tol)
         << "d" << h.in[i].name;
 }
+
+TEST_P(OpHarnessTest, Reference) { check_reference(*h_, *rng_); }
+
+// The bf16 cases again on the f32 kernels over bf16 storage that run where
+// oneDNN has no bf16 kernel (AVX2-only CPUs: ops/cpu/bf16_fallback.cpp),
+// forced here so that AVX-512 machines check the fallback too.
+class OpBf16FallbackTest : public OpHarnessTest {
+ protected:
+  void SetUp() override {
+    ops::cpu::force_bf16_fallback(true);
+    OpHarnessTest::SetUp();
+  }
+  void TearDown() override { ops::cpu::force_bf16_fallback(false); }
+};
+
+TEST_P(OpBf16FallbackTest, Reference) { check_reference(*h_, *rng_); }
 
 // Finite differences run on the f32 cases only: a bf16 forward's rounding
 // is larger than the differences; bf16 is checked against the f32 reference.
@@ -187,14 +205,17 @@ TEST_P(OpHarnessTest, Accumulate) {
 
 std::string case_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
 
-std::vector<OpCase> f32_cases() {
-  std::vector<OpCase> f32;
+std::vector<OpCase> cases_of(DType dtype) {
+  std::vector<OpCase> of;
   for (auto& c : all_cases())
-    if (c.dtype == DType::kF32) f32.push_back(c);
-  return f32;
+    if (c.dtype == dtype) of.push_back(c);
+  return of;
 }
+std::vector<OpCase> f32_cases() { return cases_of(DType::kF32); }
+std::vector<OpCase> bf16_cases() { return cases_of(DType::kBF16); }
 
 INSTANTIATE_TEST_SUITE_P(OpCases, OpHarnessTest, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(OpCases, OpBf16FallbackTest, ::testing::ValuesIn(bf16_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(OpCases, OpFiniteDiffTest, ::testing::ValuesIn(f32_cases()), case_name);
 
 }  // namespace

@@ -69,7 +69,9 @@ TEST_P(PrecisionEquality, MatchesTheSingleProcessAtThatPrecision) {
 
 // checkpoint_rel_diff is max |a - b| over the largest |b| in the file,
 // momentum buffers included; 8 steps of batch 32. Measured: bf16 dp 1.6e-7,
-// replicas 5.4e-7, mp 0, pp 5.4e-7, hybrid 1.8e-7, zero-2 5.4e-7 (bf16
+// replicas 5.4e-7, mp 0, pp 5.4e-7, hybrid 1.8e-7, zero-2 5.4e-7; on f32
+// kernels over bf16 storage (an AVX2-only CPU, ops/cpu/bf16_fallback.cpp)
+// dp, hybrid and zero-2 2.9e-7, replicas 6.5e-8, mp 0, pp 2.6e-8 (bf16
 // rounds the weights each layer reads, so the strategies' f32 summation noise rarely reaches a
 // bf16 value: f32's own 1e-5 bound holds; 5e-6 is about 10x the largest).
 // fp16 dp and zero-1 2.0e-4: emulated fp16 reads the f32 weights, so that noise moves

@@ -31,7 +31,9 @@ dnnl::matmul make_matmul(const memory::desc& a, const memory::desc& b, const mem
   if (scale != 1.0f) attr.set_output_scales(0, {scale});
   dnnl::matmul m;
   COHORT_DNNL(m = dnnl::matmul(
-                  dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, dst), attr, engine())));
+                  dnnl::matmul::primitive_desc(
+                      dnnl::matmul::desc(kernel_md(a), kernel_md(b), kernel_md(dst)), attr,
+                      engine())));
   return m;
 }
 

@@ -21,16 +21,17 @@ class CpuBatchNorm final : public BatchNorm {
     vec_md_ = memory::desc({s.c}, dnnl_type(DType::kF32), Tag::x);
     auto flags = Flags::use_scale | Flags::use_shift;
     if (s.relu) flags = flags | Flags::fuse_norm_relu;
+    const auto data_k = kernel_md(data_md_);  // f32 where oneDNN has no bf16 kernel here
     COHORT_DNNL({
-      dnnl::batch_normalization_forward::desc td(dnnl::prop_kind::forward_training, data_md_,
+      dnnl::batch_normalization_forward::desc td(dnnl::prop_kind::forward_training, data_k,
                                                  s.eps, flags);
       train_pd_ = dnnl::batch_normalization_forward::primitive_desc(td, engine());
       train_ = dnnl::batch_normalization_forward(train_pd_);
-      dnnl::batch_normalization_forward::desc id(dnnl::prop_kind::forward_inference, data_md_,
+      dnnl::batch_normalization_forward::desc id(dnnl::prop_kind::forward_inference, data_k,
                                                  s.eps, flags | Flags::use_global_stats);
       infer_ = dnnl::batch_normalization_forward(
           dnnl::batch_normalization_forward::primitive_desc(id, engine()));
-      dnnl::batch_normalization_backward::desc bd(dnnl::prop_kind::backward, data_md_, data_md_,
+      dnnl::batch_normalization_backward::desc bd(dnnl::prop_kind::backward, data_k, data_k,
                                                   s.eps, flags);
       bwd_ = NormalizationBackward(
           dnnl::batch_normalization_backward(

@@ -41,9 +41,12 @@ class CpuConv2d final : public Conv2d {
     // from the single process at bf16 instead of 1.6e-7.
     auto dw_any = memory::desc(w_d, f32, Tag::any);
 
+    // The primitives' descriptors (f32 where oneDNN has no bf16 kernel here).
+    const auto src_k = kernel_md(src_md_), dst_k = kernel_md(dst_md_);
+    w_any = kernel_md(w_any);
     COHORT_DNNL({
       dnnl::convolution_forward::desc fd(prop_kind::forward_training, algorithm::convolution_direct,
-                                         src_md_, w_any, bias_md_, dst_md_, strides, pad, pad);
+                                         src_k, w_any, bias_md_, dst_k, strides, pad, pad);
       dnnl::primitive_attr attr;
       if (relu) {
         dnnl::post_ops po;
@@ -53,24 +56,29 @@ class CpuConv2d final : public Conv2d {
       fwd_pd_ = dnnl::convolution_forward::primitive_desc(fd, attr, engine());
       fwd_ = dnnl::convolution_forward(fwd_pd_);
       // Same op without bias for bias-free convs (ResNet): bias memory is zero-size.
-      dnnl::convolution_backward_data::desc bd(algorithm::convolution_direct, src_md_, w_any,
-                                               dst_md_, strides, pad, pad);
+      dnnl::convolution_backward_data::desc bd(algorithm::convolution_direct, src_k, w_any,
+                                               dst_k, strides, pad, pad);
       bwd_data_pd_ = dnnl::convolution_backward_data::primitive_desc(bd, engine(), fwd_pd_);
       bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
-      dnnl::convolution_backward_weights::desc wd(algorithm::convolution_direct, src_md_, dw_any,
-                                                  bias_md_, dst_md_, strides, pad, pad);
+      dnnl::convolution_backward_weights::desc wd(algorithm::convolution_direct, src_k, dw_any,
+                                                  bias_md_, dst_k, strides, pad, pad);
       bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(wd, engine(), fwd_pd_);
       bwd_weights_ = dnnl::convolution_backward_weights(bwd_w_pd_);
     });
-    fwd_w_reorder_ = Reorder(user_w_md_, fwd_pd_.weights_desc());
-    bwd_w_reorder_ = Reorder(user_w_md_, bwd_data_pd_.weights_desc());
+    // The weights as the primitives read them, in the shape's dtype: at bf16
+    // rounded once on the way in, also where the kernels are f32 (run()
+    // widens them: bf16_fallback.cpp) and would otherwise read f32 weights.
+    fwd_w_md_ = with_type(fwd_pd_.weights_desc(), dt);
+    bwd_w_md_ = with_type(bwd_data_pd_.weights_desc(), dt);
+    fwd_w_reorder_ = Reorder(user_w_md_, fwd_w_md_);
+    bwd_w_reorder_ = Reorder(user_w_md_, bwd_w_md_);
     dw_store_ = Reorder(bwd_w_pd_.diff_weights_desc(), user_w_md_);
     dw_accumulate_ = Reorder(bwd_w_pd_.diff_weights_desc(), user_w_md_, true);
     share_fwd_w_ = !fwd_w_reorder_.identity() &&
-                   bwd_data_pd_.weights_desc() == fwd_pd_.weights_desc();
+                   bwd_w_md_ == fwd_w_md_;
     // Scratch sized from the descriptors' bytes (bf16 weights take half).
-    fwd_w_.resize(floats(fwd_pd_.weights_desc()));
-    bwd_w_.resize(floats(bwd_data_pd_.weights_desc()));
+    fwd_w_.resize(floats(fwd_w_md_));
+    bwd_w_.resize(floats(bwd_w_md_));
     dw_.resize(floats(bwd_w_pd_.diff_weights_desc()));
     zero_bias_.assign(size_t(s.c_out), 0.0f);
     db_.resize(size_t(s.c_out));
@@ -83,7 +91,7 @@ class CpuConv2d final : public Conv2d {
     if (!weight && fwd_w_reorder_.identity()) w = last_fwd_weight_;
     if (weight) last_fwd_weight_ = weight.data;
     run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src.data)},
-               {DNNL_ARG_WEIGHTS, mem(fwd_pd_.weights_desc(), w)},
+               {DNNL_ARG_WEIGHTS, mem(fwd_w_md_, w)},
                {DNNL_ARG_BIAS, mem(bias_md_, bias ? bias.data : zero_bias_.data())},
                {DNNL_ARG_DST, mem(dst_md_, dst.data)}});
   }
@@ -96,7 +104,7 @@ class CpuConv2d final : public Conv2d {
     if (!weight && bwd_w_reorder_.identity()) w = last_bwd_weight_;
     if (weight) last_bwd_weight_ = weight.data;
     run(bwd_data_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst.data)},
-                    {DNNL_ARG_WEIGHTS, mem(bwd_data_pd_.weights_desc(), w)},
+                    {DNNL_ARG_WEIGHTS, mem(bwd_w_md_, w)},
                     {DNNL_ARG_DIFF_SRC, mem(src_md_, dsrc.data)}});
   }
 
@@ -129,7 +137,7 @@ class CpuConv2d final : public Conv2d {
   }
 
   ConvShape s_;
-  memory::desc src_md_, dst_md_, user_w_md_, bias_md_;
+  memory::desc src_md_, dst_md_, user_w_md_, bias_md_, fwd_w_md_, bwd_w_md_;
   dnnl::convolution_forward::primitive_desc fwd_pd_;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd_;
   dnnl::convolution_backward_weights::primitive_desc bwd_w_pd_;

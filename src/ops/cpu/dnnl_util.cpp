@@ -39,10 +39,6 @@ void check_operands(const char* op, DType want, std::initializer_list<Operand> o
   }
 }
 
-void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) {
-  COHORT_DNNL(p.execute(stream(), args); stream().wait());
-}
-
 Reorder::Reorder(const memory::desc& src, const memory::desc& dst, bool accumulate)
     : src_md_(src), dst_md_(dst) {
   identity_ = (src == dst) && !accumulate;

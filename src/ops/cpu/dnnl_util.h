@@ -21,8 +21,9 @@ using Tag = dnnl::memory::format_tag;
 // oneDNN's element type for a DType (i32 is s32).
 memory::data_type dnnl_type(DType t);
 
-// The CPU ops compute in f32 or bf16 (AVX512-BF16 kernels; where the CPU
-// lacks them oneDNN emulates): an Error naming the op and the dtype otherwise.
+// The CPU ops compute in f32 or bf16 (oneDNN's bf16 kernels where the CPU has
+// AVX-512, f32 kernels on bf16 storage elsewhere: native_bf16()): an Error
+// naming the op and the dtype otherwise.
 // f16 has no oneDNN CPU kernel here; --precision fp16 computes in f32.
 void require_compute_dtype(const char* op, DType t);
 
@@ -39,8 +40,21 @@ inline memory mem(const memory::desc& md, const void* p) {
   return memory(md, engine(), const_cast<void*>(p));
 }
 
-// Runs a primitive with its arguments on the process stream.
+// Runs a primitive with its arguments on the process stream (converting bf16
+// operands for a primitive built on kernel_md(): bf16_fallback.cpp).
 void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args);
+
+// Whether oneDNN has bf16 kernels on this CPU (2.6: AVX-512 cores only).
+// Where it has not, the bf16 ops keep bf16 storage and run f32 kernels: they
+// build their primitives on kernel_md(), which turns a bf16 descriptor f32
+// there (and is the descriptor itself elsewhere), and run() converts.
+bool native_bf16();
+memory::desc kernel_md(const memory::desc& md);
+// md at another element type, its layout kept.
+memory::desc with_type(const memory::desc& md, memory::data_type t);
+// Tests: build bf16 ops on the f32 kernels even where bf16 ones exist (on),
+// or as the CPU allows again (off; ops built meanwhile keep converting).
+void force_bf16_fallback(bool on);
 
 // A reorder from one layout to another, built once; `accumulate` adds into dst.
 class Reorder {

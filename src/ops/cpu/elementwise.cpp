@@ -70,11 +70,12 @@ GeluPrims& gelu_prims(DType dtype, int64_t n) {
   try {
     COHORT_DNNL({
       const auto alg = dnnl::algorithm::eltwise_gelu_tanh;
+      const auto k = cpu::kernel_md(p.md);  // f32 where oneDNN has no bf16 kernel here
       const dnnl::eltwise_forward::primitive_desc fwd_pd(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, p.md), cpu::engine());
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, k), cpu::engine());
       p.fwd = dnnl::eltwise_forward(fwd_pd);
       p.bwd = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
-          dnnl::eltwise_backward::desc(alg, p.md, p.md), cpu::engine(), fwd_pd));
+          dnnl::eltwise_backward::desc(alg, k, k), cpu::engine(), fwd_pd));
     });
   } catch (...) {
     cache.erase(it);

@@ -21,12 +21,13 @@ class CpuLayerNorm final : public LayerNorm {
     stat_md_ = memory::desc({s.rows}, memory::data_type::f32, Tag::a);
     vec_md_ = memory::desc({s.c}, memory::data_type::f32, Tag::a);
     const auto flags = Flags::use_scale | Flags::use_shift;
+    const auto data_k = kernel_md(data_md_);  // f32 where oneDNN has no bf16 kernel here
     COHORT_DNNL({
-      dnnl::layer_normalization_forward::desc fd(dnnl::prop_kind::forward_training, data_md_,
+      dnnl::layer_normalization_forward::desc fd(dnnl::prop_kind::forward_training, data_k,
                                                  stat_md_, s.eps, flags);
       const dnnl::layer_normalization_forward::primitive_desc fwd_pd(fd, engine());
       fwd_ = dnnl::layer_normalization_forward(fwd_pd);
-      dnnl::layer_normalization_backward::desc bd(dnnl::prop_kind::backward, data_md_, data_md_,
+      dnnl::layer_normalization_backward::desc bd(dnnl::prop_kind::backward, data_k, data_k,
                                                   stat_md_, s.eps, flags);
       bwd_ = NormalizationBackward(
           dnnl::layer_normalization_backward(

@@ -41,19 +41,24 @@ class CpuLinear final : public Linear {
         attr.set_post_ops(po);
       }
       fwd_ = dnnl::matmul(dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(src_md_, w_t_md_, bias_md_, dst_md_), attr, engine()));
+          dnnl::matmul::desc(kernel_md(src_md_), kernel_md(w_t_md_), bias_md_, kernel_md(dst_md_)),
+          attr, engine()));
       // dsrc {N, I} = ddst {N, O} x W {O, I}
       bwd_data_ = dnnl::matmul(
-          dnnl::matmul::primitive_desc(dnnl::matmul::desc(dst_md_, w_md_, src_md_), engine()));
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(kernel_md(dst_md_), kernel_md(w_md_),
+                                                          kernel_md(src_md_)),
+                                       engine()));
       // dW {O, I} = ddst^T {O, N} x src {N, I}
       bwd_w_ = dnnl::matmul(
-          dnnl::matmul::primitive_desc(dnnl::matmul::desc(ddst_t_md_, src_md_, dw_md_), engine()));
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(kernel_md(ddst_t_md_),
+                                                          kernel_md(src_md_), dw_md_),
+                                       engine()));
       dnnl::primitive_attr sum;
       dnnl::post_ops po;
       po.append_sum(1.0f);
       sum.set_post_ops(po);
       bwd_w_acc_ = dnnl::matmul(dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(ddst_t_md_, src_md_, dw_md_), sum, engine()));
+          dnnl::matmul::desc(kernel_md(ddst_t_md_), kernel_md(src_md_), dw_md_), sum, engine()));
     });
     zero_bias_.assign(size_t(s.out), 0.0f);
   }

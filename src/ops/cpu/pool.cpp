@@ -20,14 +20,13 @@ class CpuMaxPool2d final : public MaxPool2d {
     src_md_ = memory::desc({s.n, s.c, s.h, s.w}, dnnl_type(s.dtype), Tag::nhwc);
     dst_md_ = memory::desc({s.n, s.c, s.out_h(), s.out_w()}, dnnl_type(s.dtype), Tag::nhwc);
     memory::dims k = {s.k, s.k}, st = {s.stride, s.stride}, pad = {s.pad, s.pad};
+    const auto src_k = kernel_md(src_md_), dst_k = kernel_md(dst_md_);  // f32 without bf16 kernels
     COHORT_DNNL({
       dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training,
-                                     dnnl::algorithm::pooling_max, src_md_, dst_md_, st, k, pad,
-                                     pad);
+                                     dnnl::algorithm::pooling_max, src_k, dst_k, st, k, pad, pad);
       fwd_pd_ = dnnl::pooling_forward::primitive_desc(fd, engine());
       fwd_ = dnnl::pooling_forward(fwd_pd_);
-      dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, src_md_, dst_md_, st, k, pad,
-                                      pad);
+      dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, src_k, dst_k, st, k, pad, pad);
       bwd_ = dnnl::pooling_backward(
           dnnl::pooling_backward::primitive_desc(bd, engine(), fwd_pd_));
       workspace_ = memory(fwd_pd_.workspace_desc(), engine());
