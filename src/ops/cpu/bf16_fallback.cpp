@@ -34,6 +34,13 @@ bool probe_native() {
   }
 }
 
+// md at another element type, its layout kept.
+memory::desc with_type(const memory::desc& md, memory::data_type t) {
+  dnnl_memory_desc_t d = md.data;
+  d.data_type = static_cast<dnnl_data_type_t>(t);
+  return memory::desc(d);
+}
+
 bool is_output(int arg) {
   return arg == DNNL_ARG_DST || arg == DNNL_ARG_DIFF_SRC || arg == DNNL_ARG_DIFF_WEIGHTS ||
          arg == DNNL_ARG_DIFF_BIAS;
@@ -51,8 +58,31 @@ dnnl::reorder& converter(const memory::desc& from, const memory::desc& to) {
   return it->second;
 }
 
+// Whether md's elements fill its extent (dense, permuted, or blocked with
+// padding: no gaps), so that converting the whole extent touches only them.
+bool gapless(const memory::desc& md) {
+  int64_t n = 1;
+  for (int i = 0; i < md.data.ndims; ++i) n *= md.data.padded_dims[i];
+  return md.data.offset0 == 0 &&
+         int64_t(md.get_size()) == n * int64_t(memory::data_type_size(md.data_type()));
+}
+
+// from into to, one of them bf16 and the other f32. The same gapless layout
+// (every operand here but attention's head views into qkv) converts as one
+// flat array: oneDNN's own reorder between bf16 and f32 is its reference
+// one on AVX2 (cifar-resnet50 at batch 2: 31 s of a 32 s step, measured).
 void convert(const memory& from, const memory& to) {
-  converter(from.get_desc(), to.get_desc()).execute(stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  const memory::desc f = from.get_desc(), t = to.get_desc();
+  if (!(with_type(f, t.data_type()) == t && gapless(f))) {
+    converter(f, t).execute(stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+    return;
+  }
+  if (f.data_type() == memory::data_type::bf16)
+    bf16_to_f32(static_cast<const BF16*>(from.get_data_handle()),
+                static_cast<float*>(to.get_data_handle()), f.get_size() / sizeof(BF16));
+  else
+    f32_to_bf16(static_cast<const float*>(from.get_data_handle()),
+                static_cast<BF16*>(to.get_data_handle()), f.get_size() / sizeof(float));
 }
 
 // The descriptor primitive `p` wants for argument `arg`, or a zero one.
@@ -72,10 +102,9 @@ bool native_bf16() {
 
 void force_bf16_fallback(bool on) { g_forced = on; }
 
-memory::desc with_type(const memory::desc& md, memory::data_type t) {
-  dnnl_memory_desc_t d = md.data;
-  d.data_type = static_cast<dnnl_data_type_t>(t);
-  return memory::desc(d);
+void round_to_bf16_values(float* x, size_t n) {
+#pragma omp simd
+  for (size_t i = 0; i < n; ++i) x[i] = from_bf16(to_bf16(x[i]));
 }
 
 memory::desc kernel_md(const memory::desc& md) {
@@ -107,7 +136,9 @@ void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args) 
       exec[arg] = k;
       if (is_output(arg)) outputs.emplace_back(k, m);
     }
+    stream().wait();
     p.execute(stream(), exec);
+    stream().wait();
     for (const auto& [k, m] : outputs) convert(k, m);
     stream().wait();
   });

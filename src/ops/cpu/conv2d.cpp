@@ -65,17 +65,17 @@ class CpuConv2d final : public Conv2d {
       bwd_w_pd_ = dnnl::convolution_backward_weights::primitive_desc(wd, engine(), fwd_pd_);
       bwd_weights_ = dnnl::convolution_backward_weights(bwd_w_pd_);
     });
-    // The weights as the primitives read them, in the shape's dtype: at bf16
-    // rounded once on the way in, also where the kernels are f32 (run()
-    // widens them: bf16_fallback.cpp) and would otherwise read f32 weights.
-    fwd_w_md_ = with_type(fwd_pd_.weights_desc(), dt);
-    bwd_w_md_ = with_type(bwd_data_pd_.weights_desc(), dt);
+    fwd_w_md_ = fwd_pd_.weights_desc();
+    bwd_w_md_ = bwd_data_pd_.weights_desc();
+    // bf16 on f32 kernels (bf16_fallback.cpp): the weights are reordered in
+    // f32 and rounded to bf16 values, as the native kernels read them (else
+    // ZeRO-1/2's widened bf16 copies and dp's f32 masters convolve apart).
+    round_ = s.dtype == DType::kBF16 && fwd_w_md_.data_type() == memory::data_type::f32;
     fwd_w_reorder_ = Reorder(user_w_md_, fwd_w_md_);
     bwd_w_reorder_ = Reorder(user_w_md_, bwd_w_md_);
     dw_store_ = Reorder(bwd_w_pd_.diff_weights_desc(), user_w_md_);
     dw_accumulate_ = Reorder(bwd_w_pd_.diff_weights_desc(), user_w_md_, true);
-    share_fwd_w_ = !fwd_w_reorder_.identity() &&
-                   bwd_w_md_ == fwd_w_md_;
+    share_fwd_w_ = (round_ || !fwd_w_reorder_.identity()) && bwd_w_md_ == fwd_w_md_;
     // Scratch sized from the descriptors' bytes (bf16 weights take half).
     fwd_w_.resize(floats(fwd_w_md_));
     bwd_w_.resize(floats(bwd_w_md_));
@@ -88,7 +88,7 @@ class CpuConv2d final : public Conv2d {
     check_operands("conv2d forward", s_.dtype, {{"src", src}, {"dst", dst}});
     check_operands("conv2d forward", DType::kF32, {{"weight", weight}, {"bias", bias}});
     const void* w = prepared(fwd_w_reorder_, weight.data, fwd_w_);
-    if (!weight && fwd_w_reorder_.identity()) w = last_fwd_weight_;
+    if (!weight && fwd_w_reorder_.identity() && !round_) w = last_fwd_weight_;
     if (weight) last_fwd_weight_ = weight.data;
     run(fwd_, {{DNNL_ARG_SRC, mem(src_md_, src.data)},
                {DNNL_ARG_WEIGHTS, mem(fwd_w_md_, w)},
@@ -101,7 +101,7 @@ class CpuConv2d final : public Conv2d {
     check_operands("conv2d backward_data", DType::kF32, {{"weight", weight}});
     // Forward already reordered these weights when both want the same layout.
     const void* w = share_fwd_w_ ? fwd_w_.data() : prepared(bwd_w_reorder_, weight.data, bwd_w_);
-    if (!weight && bwd_w_reorder_.identity()) w = last_bwd_weight_;
+    if (!weight && bwd_w_reorder_.identity() && !round_) w = last_bwd_weight_;
     if (weight) last_bwd_weight_ = weight.data;
     run(bwd_data_, {{DNNL_ARG_DIFF_DST, mem(dst_md_, ddst.data)},
                     {DNNL_ARG_WEIGHTS, mem(bwd_w_md_, w)},
@@ -129,10 +129,14 @@ class CpuConv2d final : public Conv2d {
  private:
   static size_t floats(const memory::desc& md) { return (md.get_size() + 3) / sizeof(float); }
 
-  // The weights in the layout a primitive wants: the user's buffer if it already is.
-  static const void* prepared(Reorder& r, const void* weight, std::vector<float>& buf) {
-    if (r.identity()) return weight;
-    if (weight) r(const_cast<void*>(weight), buf.data());
+  // The weights in the layout a primitive wants: the user's buffer if it
+  // already is (and needs no rounding).
+  const void* prepared(Reorder& r, const void* weight, std::vector<float>& buf) const {
+    if (r.identity() && !round_) return weight;
+    if (weight) {
+      r(const_cast<void*>(weight), buf.data());
+      if (round_) round_to_bf16_values(buf.data(), buf.size());
+    }
     return buf.data();
   }
 
@@ -144,6 +148,7 @@ class CpuConv2d final : public Conv2d {
   dnnl::primitive fwd_, bwd_data_, bwd_weights_;
   Reorder fwd_w_reorder_, bwd_w_reorder_, dw_store_, dw_accumulate_;
   bool share_fwd_w_ = false;
+  bool round_ = false;
   const void* last_fwd_weight_ = nullptr;
   const void* last_bwd_weight_ = nullptr;
   std::vector<float> fwd_w_, bwd_w_, dw_, zero_bias_, db_;

@@ -50,8 +50,8 @@ void run(const dnnl::primitive& p, const std::unordered_map<int, memory>& args);
 // there (and is the descriptor itself elsewhere), and run() converts.
 bool native_bf16();
 memory::desc kernel_md(const memory::desc& md);
-// md at another element type, its layout kept.
-memory::desc with_type(const memory::desc& md, memory::data_type t);
+// x's values rounded to bf16, kept in f32 (weights for the f32 kernels).
+void round_to_bf16_values(float* x, size_t n);
 // Tests: build bf16 ops on the f32 kernels even where bf16 ones exist (on),
 // or as the CPU allows again (off; ops built meanwhile keep converting).
 void force_bf16_fallback(bool on);
