@@ -138,7 +138,7 @@ void force_bf16_fallback(bool on) { g_forced = on; }
 
 void round_to_bf16_values(float* x, size_t n) {
 #pragma omp simd
-  for (size_t i = 0; i < n; ++i) x[i] = from_bf16(to_bf16(x[i]));
+  for (size_t i = 0; i < n; ++i) x[i] = rounded<BF16>(x[i]);
 }
 
 memory::desc kernel_md(const memory::desc& md) {
