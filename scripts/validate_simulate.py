@@ -565,6 +565,7 @@ def predicted_row(model, config, ranks, m, best, runs, predict, cluster=False, d
     row["measured_step_ms"] = 1e3 * samples / best
     row["predicted"] = {k: pred[k] for k in ("step_ms", "compute_ms", "comm_ms", "bubble_ms",
                                              "contention")}
+    row["predicted"]["wait_ms"] = pred.get("wait_ms", 0.0)  # absent before session 46
     row["predicted"]["error"] = pred["step_ms"] / row["measured_step_ms"] - 1
     print("  %-50s measured %9.1f ms  predicted %9.1f (%+.1f%%)"
           % (config, row["measured_step_ms"], row["predicted"]["step_ms"],
@@ -640,13 +641,15 @@ def cluster_available():
 def write_table(out_dir, rows):
     with open(os.path.join(out_dir, "validation.md"), "w") as f:
         f.write("| model | configuration | ranks | measured step ms | predicted step ms | error | "
-                "compute / comm / bubble ms | slow-down | machine drift | runs (fastest / slowest) |\n"
+                "compute / comm / bubble / lockstep wait ms | slow-down | machine drift | runs (fastest / slowest) |\n"
                 "|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
         for r in rows:
             p = r["predicted"]
-            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.0f / %.0f / %.0f | x%.2f | x%.3f | %s |\n"
+            f.write("| %s | %s | %d | %.1f | %.1f | %+.1f%% | %.0f / %.0f / %.0f / %.0f | x%.2f | x%.3f "
+                    "| %s |\n"
                     % (r["model"], r["config"], r["ranks"], r["measured_step_ms"], p["step_ms"],
                        100 * p["error"], p["compute_ms"], p["comm_ms"], p["bubble_ms"],
+                       p.get("wait_ms", 0.0),
                        p["contention"], r.get("drift", 1.0), runs_cell(r)))
         def within(some):
             return sum(1 for r in some if abs(r["predicted"]["error"]) <= TOLERANCE)

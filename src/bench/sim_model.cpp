@@ -873,6 +873,31 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
 
 }  // namespace
 
+double expected_max_normal(int k) {
+  if (k <= 1) return 0;
+  // The integral of x k phi(x) Phi(x)^(k-1) over x, by the midpoint rule.
+  const double h = 1e-3, lo = -12, hi = 12;
+  double sum = 0;
+  for (double x = lo + h / 2; x < hi; x += h) {
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    sum += x * k * phi * std::pow(cdf, k - 1);
+  }
+  return sum * h;
+}
+
+int lockstep_ranks(const Plan& plan, int world) {
+  const std::string& s = plan.parallel;
+  if (s == "dp" || s == "zero") return world;
+  if (s == "hybrid") return plan.dp;
+  if (s == "ps" && !plan.async) return world - plan.servers;
+  return 1;
+}
+
+double lockstep_wait(double compute, double spread, int k) {
+  return compute * spread * expected_max_normal(k);
+}
+
 bool waits_hold_cores(const Plan& plan, const Topology& t) {
   return plan.busy_wait || (plan.hosts_per_machine > 1 && t.hosts > 1 && t.ranks_per_host == 1);
 }
@@ -908,6 +933,9 @@ Prediction predict(const Profile& prof, const Plan& given, const Topology& t) {
     f = next;
   }
   tl.p.contention = tl.slowed > 0 ? tl.slowed : f;
+  const int k = lockstep_ranks(plan, plan.parallel == "none" ? 1 : t.size());
+  tl.p.wait = lockstep_wait(tl.p.compute, p.step_spread, k);
+  tl.p.step += tl.p.wait;
   return tl.p;
 }
 

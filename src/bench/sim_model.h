@@ -56,6 +56,9 @@ struct Prediction {
   double compute = 0;  // the critical rank's own work
   double comm = 0;     // communication not hidden behind compute
   double bubble = 0;   // pipeline idle time
+  // Ranks in lockstep waiting, each step, for the slowest one's compute
+  // (lockstep_wait()).
+  double wait = 0;
   double data = 0;     // input not prefetched (synthetic: 0)
   double samples = 0;  // samples the job trains on per step
   double contention = 1;  // compute slow-down from ranks sharing a host's cores
@@ -93,6 +96,25 @@ double zero_gradient_refill(const Profile& p, const Plan& plan, int world);
 
 // The compute slow-down when `together` ranks of a host compute at once.
 double slow_down(const Plan& plan, double together);
+
+// E[max of k independent standard normal draws]: 0 for one, 1/sqrt(pi)
+// for two, 3/(2 sqrt(pi)) for three, ~1.03 for four, ~3.2 for 1024.
+double expected_max_normal(int k);
+
+// Ranks whose steps end in one barrier (a collective every rank waits for):
+// dp's and ZeRO's world, hybrid's replicas of a stage, the sync parameter
+// server's workers; 1 for async workers, mp and pp, whose stages pass
+// micro-batches along (a slow pass delays the others through the schedule,
+// not through one barrier: not modelled).
+int lockstep_ranks(const Plan& plan, int world);
+
+// The seconds `k` ranks in lockstep lose each step to the slowest one, over
+// one rank's `compute`, when a rank's step varies from one step to the next
+// with relative standard deviation `spread` (Profile::step_spread),
+// independently across ranks: compute x spread x expected_max_normal(k).
+// Measured on a shared 2-vCPU guest (session 44, mnist-large, dp ring x2):
+// the faster rank waited 9-23 ms of a ~210 ms step.
+double lockstep_wait(double compute, double spread, int k);
 
 // Whether a rank waiting in a blocking MPI call holds its share of the
 // cores: --busy-wait, or a lone rank on each of several namespace hosts of

@@ -295,13 +295,28 @@ Profile describe_layers(nn::Model& model, const std::string& name, int64_t batch
 
 }  // namespace
 
+double spread_of(std::vector<double> passes) {
+  if (passes.size() < 4) return 0;
+  std::sort(passes.begin(), passes.end());
+  auto at = [&](double q) {  // linear interpolation between order statistics
+    const double x = q * double(passes.size() - 1);
+    const size_t i = size_t(x);
+    const double w = x - double(i);
+    return i + 1 < passes.size() ? passes[i] * (1 - w) + passes[i + 1] * w : passes[i];
+  };
+  const double median = at(0.5);
+  return median > 0 ? (at(0.75) - at(0.25)) / 1.349 / median : 0;
+}
+
 Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int64_t batch,
                         int threads) {
   COHORT_INPUT_CHECK(batch >= 1, "--batch must be at least 1, got ", batch);
   omp_set_num_threads(threads);
   auto model = nn::build_model(nn::find_model(name, seq, vocab), 0);
-  // Best of 8 after a warm-up: other processes on the machine only ever add time.
-  const LayerTimes t = time_layers_split(*model, batch, 9);
+  // Best of 32 after a warm-up: other processes on the machine only ever
+  // add time. The 32 passes' totals give the step's spread (16 read 0.03 to
+  // 0.10 for mnist-large in three runs a minute apart).
+  const LayerTimes t = time_layers_split(*model, batch, 33);
   Profile p = describe_layers(*model, name, batch);
   p.threads = threads;
   for (size_t i = 0; i < p.layers.size(); ++i) {
@@ -317,6 +332,7 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   p.send_refilled = time_send_refilled(kHugePagesFrom / 4);
   p.read_received = time_read_received(kHugePagesFrom / 4);
   p.handover = time_handover();
+  p.step_spread = spread_of(t.passes);
   return p;
 }
 
@@ -355,7 +371,7 @@ void save_profile(const Profile& p, const std::string& path) {
                               {"refill_small_s_per_byte", p.refill_small},
                               {"send_refilled_s_per_byte", p.send_refilled},
                               {"read_received_s_per_byte", p.read_received},
-                              {"handover_s", p.handover}};
+                              {"handover_s", p.handover}, {"step_spread", p.step_spread}};
   j["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : p.layers)
     j["layers"].push_back({{"name", l.name}, {"forward_s", l.forward}, {"backward_s", l.backward},
@@ -429,6 +445,7 @@ Profile load_profile(const std::string& path) {
   p.send_refilled = optional_figure(j, "send_refilled_s_per_byte", path);
   p.read_received = optional_figure(j, "read_received_s_per_byte", path);
   p.handover = optional_figure(j, "handover_s", path);
+  p.step_spread = optional_figure(j, "step_spread", path);
   COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");
   const auto& layers = key<nlohmann::json>(j, "layers", path, "the file");
   COHORT_INPUT_CHECK(layers.is_array() && !layers.empty(), "--compute ", path,

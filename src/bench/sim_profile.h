@@ -57,6 +57,14 @@ struct Profile {
   // waits for a core while the ranks' compute threads hold them. 0: not
   // measured (profiles before session 30), or no wait.
   double handover = 0;
+  // How much one rank's step varies from one step to the next, as a
+  // fraction of its median: the interquartile range of its 32 timed passes over
+  // 1.349 (a standard deviation that one pass slowed by another process does
+  // not inflate). Ranks in lockstep each wait, every step, for the slowest:
+  // session 44's timelines on a shared 2-vCPU guest had dp ranks computing
+  // at one rank's own pace with steps varying ~x1.2, and the faster rank
+  // waiting 9-23 ms a step of ~210. 0: not measured, or no variation.
+  double step_spread = 0;
   // The refill rate of an arena of `bytes` bytes.
   double refill_for(double bytes) const;
   // send_refilled and read_received for an arena of `bytes` bytes: 0 on
@@ -85,7 +93,12 @@ struct Profile {
 // Times `model` (zoo name; seq/vocab 0: the model's) on this machine at
 // `batch` rows with `threads` OpenMP threads: best of a few runs per layer
 // after a warm-up, the loss folded into the last layer's forward and
-// backward, Adam's step over the whole arena, and the page refill rate.
+// backward, Adam's step over the whole arena, the page refill rate, and the
+// spread of the passes' totals (step_spread).
+// step_spread from passes' seconds (interquartile range / 1.349 / median;
+// 0 for fewer than 4).
+double spread_of(std::vector<double> passes);
+
 Profile measure_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
                         int threads);
 
@@ -100,7 +113,7 @@ Profile flops_profile(const std::string& model, int64_t seq, int64_t vocab, int6
                       double gflops);
 
 // JSON round trip ({"model", "batch", "positions", "threads", "optimizer_s",
-// "refill_s_per_byte", "refill_small_s_per_byte", "handover_s" (each optional: 0), "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
+// "refill_s_per_byte", "refill_small_s_per_byte", "handover_s", "step_spread" (each optional: 0), "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
 // "flops"}], "ties" (optional): [{"layer", "owner", "params"}]}). load: InputError naming the file and the key at fault.
 void save_profile(const Profile& p, const std::string& path);
 Profile load_profile(const std::string& path);

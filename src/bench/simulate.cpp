@@ -231,7 +231,8 @@ nlohmann::ordered_json row_json(const sim::Prediction& r, const sim::Prediction&
                                 const sim::Profile& p) {
   const double eff = r.rate() / (ranks * one.rate());
   return {{"ranks", ranks}, {"step_ms", 1e3 * r.step}, {"compute_ms", 1e3 * r.compute},
-          {"comm_ms", 1e3 * r.comm}, {"bubble_ms", 1e3 * r.bubble}, {"data_ms", 1e3 * r.data},
+          {"comm_ms", 1e3 * r.comm}, {"bubble_ms", 1e3 * r.bubble}, {"wait_ms", 1e3 * r.wait},
+          {"data_ms", 1e3 * r.data},
           {std::string(unit(p)) + "_per_s", r.rate() * double(p.positions)},
           {"efficiency", eff}, {"contention", r.contention}};
 }
@@ -244,13 +245,13 @@ int run_single(SimulateConfig& c, const sim::Topology& t, const sim::Profile& p)
                "simulate %s --parallel %s (%s gradients) on %d host(s) x %d rank(s); between hosts %s, "
                "inside %s\n"
                "  compute: %s, per-rank rows %lld, %d thread(s)\n"
-               "  step %.2f ms = compute %.2f + exposed communication %.2f + bubble %.2f + data %.2f"
-               " (contention x%.2f)\n"
+               "  step %.2f ms = compute %.2f + exposed communication %.2f + bubble %.2f + lockstep wait %.2f"
+               " + data %.2f (contention x%.2f)\n"
                "  %.0f %s/s; one rank %.0f %s/s; scaling efficiency %.3f\n",
                c.model.c_str(), c.parallel.c_str(), c.grad_dtype.c_str(), t.hosts, t.ranks_per_host,
                sim::describe_link(t.inter).c_str(), sim::describe_link(t.intra).c_str(),
                p.source.c_str(), (long long)p.batch, p.threads, 1e3 * r.step, 1e3 * r.compute,
-               1e3 * r.comm, 1e3 * r.bubble, 1e3 * r.data, r.contention,
+               1e3 * r.comm, 1e3 * r.bubble, 1e3 * r.wait, 1e3 * r.data, r.contention,
                r.rate() * double(p.positions), unit(p), one.rate() * double(p.positions), unit(p),
                r.rate() / (ranks * one.rate()));
   nlohmann::ordered_json out = {{"event", "simulate"}, {"model", c.model}, {"parallel", c.parallel},

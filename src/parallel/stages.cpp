@@ -85,7 +85,7 @@ LayerTimes time_layers_split(nn::Model& model, int64_t rows, int runs) {
       x.f32()[i] = rng.uniform(-1.0f, 1.0f);
   }
   std::vector<Tensor> outs(n);
-  LayerTimes best{std::vector<double>(n, 1e30), std::vector<double>(n, 1e30)};
+  LayerTimes best{std::vector<double>(n, 1e30), std::vector<double>(n, 1e30), {}};
   // Training-mode forwards move batch-norm statistics: put them back after.
   const Tensor& stats = model.buffers().params();
   std::vector<float> saved(stats.f32(), stats.f32() + model.buffers().size());
@@ -107,11 +107,14 @@ LayerTimes time_layers_split(nn::Model& model, int64_t rows, int runs) {
       layers.child(i).backward(outs[i], ctx);
       b[i] = c.seconds();
     }
-    if (rep > 0)
-      for (size_t i = 0; i < n; ++i) {
-        best.forward[i] = std::min(best.forward[i], f[i]);
-        best.backward[i] = std::min(best.backward[i], b[i]);
-      }
+    if (rep == 0) continue;
+    double pass = 0;
+    for (size_t i = 0; i < n; ++i) {
+      best.forward[i] = std::min(best.forward[i], f[i]);
+      best.backward[i] = std::min(best.backward[i], b[i]);
+      pass += f[i] + b[i];
+    }
+    best.passes.push_back(pass);
   }
   std::copy(saved.begin(), saved.end(), stats.f32());
   return best;

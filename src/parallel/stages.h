@@ -34,6 +34,7 @@ std::vector<double> time_layers(nn::Model& model, int64_t rows);
 // input: backward's order decides when a gradient bucket can be reduced).
 struct LayerTimes {
   std::vector<double> forward, backward;
+  std::vector<double> passes;  // each timed pass's seconds, every layer's forward and backward
 };
 // `runs` passes, the first a warm-up; each layer's best of the rest.
 LayerTimes time_layers_split(nn::Model& model, int64_t rows, int runs = 3);

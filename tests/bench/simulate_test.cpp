@@ -908,6 +908,54 @@ TEST(SimModel, SyncParameterServerMovesEveryWorkersRange) {
   EXPECT_NEAR(predict(p, plan, t).step, std::max(6.0 + 2 * one + 0.5, 2 * one + 3 * 0.5), 1e-9);
 }
 
+TEST(SimModel, ExpectedMaximumOfNormalsIsTheClosedForm) {
+  EXPECT_EQ(expected_max_normal(1), 0.0);
+  EXPECT_NEAR(expected_max_normal(2), 1 / std::sqrt(M_PI), 1e-9);
+  EXPECT_NEAR(expected_max_normal(3), 1.5 / std::sqrt(M_PI), 1e-9);
+  // Four: 1.0293753730 (the tables of normal order statistics).
+  EXPECT_NEAR(expected_max_normal(4), 1.0293753730, 1e-8);
+  // Rising slowly: ~sqrt(2 ln k) minus a correction; 1024 draws: 3.2.
+  EXPECT_NEAR(expected_max_normal(1024), 3.2, 0.05);
+}
+
+TEST(SimModel, SpreadStepsMakeLockstepRanksWaitForTheSlowest) {
+  Profile p = uniform(4, 1000);
+  p.optimizer = 0;
+  p.step_spread = 0.1;
+  Plan plan;
+  plan.batch = 8;
+  const Topology t = one_host(4, 0, 1e30);  // free messages: the step is compute and wait
+  plan.parallel = "dp";
+  const Prediction dp = predict(p, plan, t);
+  EXPECT_NEAR(dp.wait, 12.0 * 0.1 * expected_max_normal(4), 1e-9);
+  EXPECT_NEAR(dp.step, dp.compute + dp.comm + dp.wait, 1e-9);
+  plan.parallel = "zero";
+  EXPECT_NEAR(predict(p, plan, t).wait, dp.wait, 1e-9);
+  // The sync server's 3 workers wait for each other; async ones do not.
+  plan.parallel = "ps";
+  EXPECT_NEAR(predict(p, plan, t).wait, 12.0 * 0.1 * expected_max_normal(3), 1e-9);
+  plan.async = true;
+  EXPECT_EQ(predict(p, plan, t).wait, 0.0);
+  // A pipeline's stages pass micro-batches along: no barrier, no term.
+  plan.parallel = "pp";
+  plan.stages = 4;
+  plan.micro_batches = 1;
+  EXPECT_EQ(predict(p, plan, t).wait, 0.0);
+  // One rank alone waits for nobody, and no spread means no wait.
+  EXPECT_EQ(predict_single(p, plan).wait, 0.0);
+  p.step_spread = 0;
+  plan.parallel = "dp";
+  EXPECT_EQ(predict(p, plan, t).wait, 0.0);
+}
+
+TEST(SimModel, SpreadIsTheInterquartileRangeOverTheMedian) {
+  EXPECT_EQ(spread_of({1.0, 2.0, 3.0}), 0.0);  // too few passes
+  // 1..9: quartiles 3 and 7, median 5.
+  EXPECT_NEAR(spread_of({9, 1, 8, 2, 7, 3, 6, 4, 5}), 4.0 / 1.349 / 5.0, 1e-12);
+  // A pass slowed 10x by another process moves neither quartile.
+  EXPECT_NEAR(spread_of({1, 2, 3, 4, 5, 6, 7, 8, 90}), 4.0 / 1.349 / 5.0, 1e-12);
+}
+
 TEST(SimModel, ComputeFileRoundTrips) {
   const fs::path dir = fs::temp_directory_path() / ("cohort_sim_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -918,6 +966,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   p.send_refilled = 2.25e-9;
   p.read_received = 1.75e-9;
   p.handover = 0.004;
+  p.step_spread = 0.07;
   p.layers[1].out_bytes = 4096;
   p.layers[2].flops = 1e9;
   p.ties.push_back({2, 0, 55});
@@ -932,6 +981,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   EXPECT_DOUBLE_EQ(q.send_refilled, 2.25e-9);
   EXPECT_DOUBLE_EQ(q.read_received, 1.75e-9);
   EXPECT_DOUBLE_EQ(q.handover, 0.004);
+  EXPECT_DOUBLE_EQ(q.step_spread, 0.07);
   EXPECT_DOUBLE_EQ(q.layers[1].out_bytes, 4096);
   EXPECT_DOUBLE_EQ(q.layers[2].flops, 1e9);
   EXPECT_EQ(q.layers[2].params, 77);
