@@ -212,10 +212,14 @@ def measure(model, inputs, comm_file):
     if fastest > best.get("single", 0.0):
         best["single"] = local["single"] = fastest
     # Anchor: scale the layer times so that one rank's predicted step is its
-    # measured one (the profile's best-of-8 per layer misses the step's own
+    # measured one (the profile's best-of-32 per layer misses the step's own
     # overheads and the load other processes put here).
     anchor = anchor_profile(model, mflags, prof, batch, curve, comm_file, best["single"])
     print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
+    with open(prof) as f:
+        step_spread = json.load(f).get("step_spread", 0.0)
+    print("%s: one rank's step varies by %.3f of its median over the profile's passes (the "
+          "lockstep term's spread)" % (model, step_spread), file=sys.stderr)
     print("%s: one rank pinned to each core, best %s samples/s (x%.2f apart)"
           % (model, ", ".join("%.2f" % r for r in per_core), max(per_core) / min(per_core)),
           file=sys.stderr)
