@@ -2,7 +2,8 @@
 """Validates `cohort simulate` against runs made here (scripts/validate_simulate.sh).
 
 For each model: measure its per-layer compute profile once (cohort simulate
---save-compute, best of 8 passes per layer, one thread), the host's
+--save-compute, best of 32 passes per layer and the spread of their totals,
+one thread), the host's
 contention (2 and 4 single-process `bench step` runs at once against one
 alone, CONT_REPS (5) rounds, the median over the rounds of each round's
 alone over the k's mean: --contention; those alone runs and the host
