@@ -95,12 +95,12 @@ struct Profile {
 // after a warm-up, the loss folded into the last layer's forward and
 // backward, Adam's step over the whole arena, the page refill rate, and the
 // spread of the passes' totals (step_spread).
+Profile measure_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
+                        int threads);
+
 // step_spread from passes' seconds (interquartile range / 1.349 / median;
 // 0 for fewer than 4).
 double spread_of(std::vector<double> passes);
-
-Profile measure_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
-                        int threads);
 
 // Fills each layer's `leaves` from the model's registration (nothing is
 // allocated); a profile whose layers do not match the model's is left whole.
