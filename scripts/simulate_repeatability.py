@@ -5,8 +5,9 @@ usage: simulate_repeatability.py RUN.json [RUN.json ...]   (validation.json file
 
 Two readings of the machine's repeatability, against the 15% that issue 20
 asks of the predictions:
-  within a run: rows (the single ones aside) run more than once whose fastest and slowest runs of
-    the same command lie more than 15% apart;
+  within a run: rows (the single ones aside) run more than once whose
+    fastest and slowest runs of the same command lie more than 15% apart
+    (validate_simulate.repeated_rows, as validation.md's footer counts them);
   across runs: for each pair of runs, every row's step over its model's
     one-rank step in the one run against the other, over the pair's median
     such ratio (what a model exact on the one run, carried to the other by
@@ -19,24 +20,24 @@ import os
 import statistics
 import sys
 
-TOLERANCE = 0.15
+from validate_simulate import TOLERANCE, repeated_rows
 
 
 def load(path):
-    with open(path) as f:
-        return {(r["model"], r["config"]): r for r in json.load(f)["rows"]}
+    """A validation.json's rows by (model, configuration); a one-line error
+    naming the file, exit 2, where it is not one."""
+    try:
+        with open(path) as f:
+            return {(r["model"], r["config"]): r for r in json.load(f)["rows"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print("simulate_repeatability.py: %s: not a readable validation.json (%s)" % (path, e),
+              file=sys.stderr)
+        sys.exit(2)
 
 
 def relative(rows, key):
     """A row's measured step over its model's single row's."""
     return rows[key]["measured_step_ms"] / rows[(key[0], "single")]["measured_step_ms"]
-
-
-def within(rows):
-    """(rows run more than once, those whose runs lie more than 15% apart);
-    the single rows, the anchor's many runs, left out as validation.md does."""
-    many = [r for r in rows.values() if r["config"] != "single" and r["runs"] > 1 and r.get("spread")]
-    return len(many), sum(r["spread"] > 1 + TOLERANCE for r in many)
 
 
 def across(a, b):
@@ -49,26 +50,27 @@ def across(a, b):
     return len(ratios), sum(abs(r / med - 1) > TOLERANCE for r in ratios)
 
 
-def name(path):
+def label(path):
+    """A run's name: the folder that holds its validation.json."""
     return os.path.basename(os.path.dirname(os.path.abspath(path)))
 
 
 def main(paths):
-    runs = {name(p) + ("" if i == 0 or name(p) != name(paths[i - 1]) else "#%d" % i): load(p)
-            for i, p in enumerate(paths)}
+    runs = [(label(p), load(p)) for p in paths]
     print("| run | rows run more than once | their runs more than 15% apart |")
     print("|---|---:|---:|")
     n_all = off_all = 0
-    for n, rows in runs.items():
-        m, off = within(rows)
-        n_all, off_all = n_all + m, off_all + off
-        print("| %s | %d | %d (%.0f%%) |" % (n, m, off, 100.0 * off / max(1, m)))
+    for name, rows in runs:
+        repeated, _, moving = repeated_rows(list(rows.values()))
+        n_all, off_all = n_all + len(repeated), off_all + len(moving)
+        print("| %s | %d | %d (%.0f%%) |" % (name, len(repeated), len(moving),
+                                            100.0 * len(moving) / max(1, len(repeated))))
     print("| all | %d | %d (%.0f%%) |" % (n_all, off_all, 100.0 * off_all / max(1, n_all)))
     if len(runs) > 1:
         pairs = list(itertools.combinations(runs, 2))
         rows = off = 0
-        for x, y in pairs:
-            k, o = across(runs[x], runs[y])
+        for (_, x), (_, y) in pairs:
+            k, o = across(x, y)
             rows, off = rows + k, off + o
         print("\nacross %d pairs of runs: %d of %d rows (%.1f%%) more than 15%% off the other run's "
               "step carried over by the one-rank step" % (len(pairs), off, rows, 100.0 * off / max(1, rows)))
@@ -76,5 +78,6 @@ def main(paths):
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        sys.exit("usage: simulate_repeatability.py RUN.json [RUN.json ...]")
+        print("usage: simulate_repeatability.py RUN.json [RUN.json ...]", file=sys.stderr)
+        sys.exit(2)
     main(sys.argv[1:])

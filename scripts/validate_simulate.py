@@ -662,16 +662,23 @@ def write_table(out_dir, rows):
             some = [r for r in rows if r.get("cluster", False) == part]
             f.write("\n%s: %d of %d configurations within 15%%." % (label, within(some), len(some)))
         f.write("\nall: %d of %d.\n" % (within(rows), len(rows)))
-        # The single rows are 0% by construction (the anchor): left out.
-        repeated = [r for r in rows if r.get("spread") and r["config"] != "single"]
+        repeated, steady, moving = repeated_rows(rows)
         if repeated:
-            steady = [r for r in repeated if r["spread"] <= 1 + TOLERANCE]
-            moving = [r for r in repeated if r["spread"] > 1 + TOLERANCE]
             f.write("\nrows run more than once: %d; their runs more than 15%% apart: %d "
                     "(the same command, the same machine).\n" % (len(repeated), len(moving)))
             f.write("within 15%%: %d of the %d whose runs lie within 15%% of each other, "
                     "%d of the other %d.\n"
                     % (within(steady), len(steady), within(moving), len(moving)))
+
+
+def repeated_rows(rows):
+    """The rows run more than once, and of them those whose runs lie within
+    15% of each other and those that do not (the single rows, 0% by
+    construction as the anchor, left out)."""
+    repeated = [r for r in rows if r.get("spread") and r["config"] != "single"]
+    steady = [r for r in repeated if r["spread"] <= 1 + TOLERANCE]
+    moving = [r for r in repeated if r["spread"] > 1 + TOLERANCE]
+    return repeated, steady, moving
 
 
 def runs_cell(r):
