@@ -218,9 +218,12 @@ def measure(model, inputs, comm_file):
     anchor = anchor_profile(model, mflags, prof, batch, curve, comm_file, best["single"])
     print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
     with open(prof) as f:
-        step_spread = json.load(f).get("step_spread", 0.0)
+        figures = json.load(f)
     print("%s: one rank's step varies by %.3f of its median over the profile's passes (the "
-          "lockstep term's spread)" % (model, step_spread), file=sys.stderr)
+          "lockstep term's spread)" % (model, figures.get("step_spread", 0.0)), file=sys.stderr)
+    print("%s: handover %.3f ms (a yield's), a poller's wait on a busy core %.3f ms (recorded)"
+          % (model, 1e3 * figures.get("handover_s", 0.0), 1e3 * figures.get("poll_wait_s", 0.0)),
+          file=sys.stderr)
     print("%s: one rank pinned to each core, best %s samples/s (x%.2f apart)"
           % (model, ", ".join("%.2f" % r for r in per_core), max(per_core) / min(per_core)),
           file=sys.stderr)

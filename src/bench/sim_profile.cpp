@@ -14,6 +14,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "comm/communicator.h"
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/memory.h"
@@ -203,6 +204,14 @@ double time_read_received(size_t bytes) {
   return first < 1e30 ? std::max(0.0, first - again) / double(bytes) : 0.0;
 }
 
+// Pins the calling thread to `core`.
+void pin_to(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 // Seconds a yielding thread waits while a busy thread on its core runs:
 // both pinned to one core, the yielder yields 200 times, spinning 20 us
 // between (a poll); the median of the yields that handed the core over
@@ -213,19 +222,13 @@ double time_handover() {
   if (cpu < 0) return 0;
   std::atomic<bool> stop{false};
   std::vector<double> waits;
-  const auto pin = [cpu] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-  };
   std::thread busy([&] {
-    pin();
+    pin_to(cpu);
     while (!stop.load(std::memory_order_relaxed)) {
     }
   });
   std::thread yielder([&] {
-    pin();
+    pin_to(cpu);
     for (int i = 0; i < 200; ++i) {
       Timer t;
       sched_yield();
@@ -295,6 +298,53 @@ Profile describe_layers(nn::Model& model, const std::string& name, int64_t batch
 
 }  // namespace
 
+// Profile::poll_wait: a poller with comm::idle's policy and a spinning
+// thread pinned to one core; a third thread on another core sets the
+// flag 0.2-8 ms (uniform, fixed seed) after the poller began to wait, 200
+// times; the mean of the delays until the poller saw it. 0 with one core.
+double time_poll_wait() {
+  const int cpu = sched_getcpu();
+  const int other = cpu == 0 ? 1 : 0;
+  if (cpu < 0 || other >= int(std::thread::hardware_concurrency())) return 0;
+  std::atomic<bool> stop{false};
+  std::atomic<int> posted{0}, seen{0};
+  std::atomic<double> posted_at{0};
+  double total = 0;
+  constexpr int kTimes = 200;
+  const Timer clock;
+  std::thread busy([&] {
+    pin_to(cpu);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  std::thread poller([&] {
+    pin_to(cpu);
+    for (int i = 1; i <= kTimes; ++i) {
+      for (int round = 0; posted.load() < i; ++round) comm::idle(round);
+      total += clock.seconds() - posted_at.load();
+      seen = i;
+    }
+  });
+  std::thread poster([&] {
+    pin_to(other);
+    Rng rng(48);
+    for (int i = 1; i <= kTimes; ++i) {
+      const double delay = 0.2e-3 + 7.8e-3 * rng.uniform();
+      for (Timer t; t.seconds() < delay;) {
+      }
+      posted_at = clock.seconds();
+      posted = i;
+      while (seen.load() < i) {
+      }
+    }
+  });
+  poller.join();
+  poster.join();
+  stop = true;
+  busy.join();
+  return total / kTimes;
+}
+
 double spread_of(std::vector<double> passes) {
   if (passes.size() < 4) return 0;
   std::sort(passes.begin(), passes.end());
@@ -332,6 +382,7 @@ Profile measure_profile(const std::string& name, int64_t seq, int64_t vocab, int
   p.send_refilled = time_send_refilled(kHugePagesFrom / 4);
   p.read_received = time_read_received(kHugePagesFrom / 4);
   p.handover = time_handover();
+  p.poll_wait = time_poll_wait();
   p.step_spread = spread_of(t.passes);
   return p;
 }
@@ -371,7 +422,8 @@ void save_profile(const Profile& p, const std::string& path) {
                               {"refill_small_s_per_byte", p.refill_small},
                               {"send_refilled_s_per_byte", p.send_refilled},
                               {"read_received_s_per_byte", p.read_received},
-                              {"handover_s", p.handover}, {"step_spread", p.step_spread}};
+                              {"handover_s", p.handover}, {"poll_wait_s", p.poll_wait},
+                              {"step_spread", p.step_spread}};
   j["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : p.layers)
     j["layers"].push_back({{"name", l.name}, {"forward_s", l.forward}, {"backward_s", l.backward},
@@ -445,6 +497,7 @@ Profile load_profile(const std::string& path) {
   p.send_refilled = optional_figure(j, "send_refilled_s_per_byte", path);
   p.read_received = optional_figure(j, "read_received_s_per_byte", path);
   p.handover = optional_figure(j, "handover_s", path);
+  p.poll_wait = optional_figure(j, "poll_wait_s", path);
   p.step_spread = optional_figure(j, "step_spread", path);
   COHORT_INPUT_CHECK(p.batch >= 1, "--compute ", path, ": batch must be at least 1");
   const auto& layers = key<nlohmann::json>(j, "layers", path, "the file");

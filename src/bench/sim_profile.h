@@ -57,6 +57,15 @@ struct Profile {
   // waits for a core while the ranks' compute threads hold them. 0: not
   // measured (profiles before session 30), or no wait.
   double handover = 0;
+  // Seconds, on average, that a communication thread waiting as the
+  // engine's do (comm::idle: spin, yield, then naps) on a core held by a
+  // busy thread takes to notice a message set from another core 0.2-8 ms
+  // into its wait. Recorded beside `handover`, not yet used by the model:
+  // session 48 found the yield's figure 3.94 ms on every guest while what
+  // ZeRO-3's transfers paid varied from about 0.7 ms to over 4 (run 41's
+  // guest: ~0-2 ms; this wait read 1.99 ms there). 0: not measured
+  // (profiles before session 48), or fewer than 2 cores.
+  double poll_wait = 0;
   // How much one rank's step varies from one step to the next, as a
   // fraction of its median: the interquartile range of its 32 timed passes over
   // 1.349 (a standard deviation that one pass slowed by another process does
@@ -98,6 +107,9 @@ struct Profile {
 Profile measure_profile(const std::string& model, int64_t seq, int64_t vocab, int64_t batch,
                         int threads);
 
+// Profile::poll_wait, measured here (about 1 s).
+double time_poll_wait();
+
 // step_spread from passes' seconds (interquartile range / 1.349 / median;
 // 0 for fewer than 4).
 double spread_of(std::vector<double> passes);
@@ -113,7 +125,7 @@ Profile flops_profile(const std::string& model, int64_t seq, int64_t vocab, int6
                       double gflops);
 
 // JSON round trip ({"model", "batch", "positions", "threads", "optimizer_s",
-// "refill_s_per_byte", "refill_small_s_per_byte", "handover_s", "step_spread" (each optional: 0), "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
+// "refill_s_per_byte", "refill_small_s_per_byte", "handover_s", "poll_wait_s", "step_spread" (each optional: 0), "layers": [{"name", "forward_s", "backward_s", "params", "out_bytes",
 // "flops"}], "ties" (optional): [{"layer", "owner", "params"}]}). load: InputError naming the file and the key at fault.
 void save_profile(const Profile& p, const std::string& path);
 Profile load_profile(const std::string& path);

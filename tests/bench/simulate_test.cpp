@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "bench/sim_model.h"
 #include "core/error.h"
@@ -956,6 +957,15 @@ TEST(SimModel, SpreadIsTheInterquartileRangeOverTheMedian) {
   EXPECT_NEAR(spread_of({1, 2, 3, 4, 5, 6, 7, 8, 90}), 4.0 / 1.349 / 5.0, 1e-12);
 }
 
+// The poller sees every flag (the call returns) and its mean wait lies
+// between nothing and the longest nap plus a scheduler tick or two.
+TEST(SimModel, PollWaitIsMeasuredWhereThereAreTwoCores) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no other core to post from";
+  const double w = time_poll_wait();
+  EXPECT_GT(w, 0.0);
+  EXPECT_LT(w, 0.02);
+}
+
 TEST(SimModel, ComputeFileRoundTrips) {
   const fs::path dir = fs::temp_directory_path() / ("cohort_sim_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -966,6 +976,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   p.send_refilled = 2.25e-9;
   p.read_received = 1.75e-9;
   p.handover = 0.004;
+  p.poll_wait = 0.002;
   p.step_spread = 0.07;
   p.layers[1].out_bytes = 4096;
   p.layers[2].flops = 1e9;
@@ -981,6 +992,7 @@ TEST(SimModel, ComputeFileRoundTrips) {
   EXPECT_DOUBLE_EQ(q.send_refilled, 2.25e-9);
   EXPECT_DOUBLE_EQ(q.read_received, 1.75e-9);
   EXPECT_DOUBLE_EQ(q.handover, 0.004);
+  EXPECT_DOUBLE_EQ(q.poll_wait, 0.002);
   EXPECT_DOUBLE_EQ(q.step_spread, 0.07);
   EXPECT_DOUBLE_EQ(q.layers[1].out_bytes, 4096);
   EXPECT_DOUBLE_EQ(q.layers[2].flops, 1e9);
