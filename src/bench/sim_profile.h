@@ -63,7 +63,7 @@ struct Profile {
   // into its wait. Recorded beside `handover`, not yet used by the model:
   // session 48 found the yield's figure 3.94 ms on every guest while what
   // ZeRO-3's transfers paid varied from about 0.7 ms to over 4 (run 41's
-  // guest: ~0-2 ms; this wait read 1.99 ms there). 0: not measured
+  // guest: ~0-2 ms; this wait read 1.8-2.0 ms there). 0: not measured
   // (profiles before session 48), or fewer than 2 cores.
   double poll_wait = 0;
   // How much one rank's step varies from one step to the next, as a
