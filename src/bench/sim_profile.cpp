@@ -212,6 +212,26 @@ void pin_to(int core) {
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
+// A thread pinned to `core` that spins until destroyed: the busy thread
+// both core-sharing measurements wait beside.
+class Spinner {
+ public:
+  explicit Spinner(int core)
+      : thread_([this, core] {
+          pin_to(core);
+          while (!stop_.load(std::memory_order_relaxed)) {
+          }
+        }) {}
+  ~Spinner() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 // Seconds a yielding thread waits while a busy thread on its core runs:
 // both pinned to one core, the yielder yields 200 times, spinning 20 us
 // between (a poll); the median of the yields that handed the core over
@@ -220,13 +240,8 @@ void pin_to(int core) {
 double time_handover() {
   const int cpu = sched_getcpu();
   if (cpu < 0) return 0;
-  std::atomic<bool> stop{false};
   std::vector<double> waits;
-  std::thread busy([&] {
-    pin_to(cpu);
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
+  const Spinner busy(cpu);
   std::thread yielder([&] {
     pin_to(cpu);
     for (int i = 0; i < 200; ++i) {
@@ -238,8 +253,6 @@ double time_handover() {
     }
   });
   yielder.join();
-  stop = true;
-  busy.join();
   if (waits.empty()) return 0;
   std::nth_element(waits.begin(), waits.begin() + waits.size() / 2, waits.end());
   return waits[waits.size() / 2];
@@ -306,17 +319,12 @@ double time_poll_wait() {
   const int cpu = sched_getcpu();
   const int other = cpu == 0 ? 1 : 0;
   if (cpu < 0 || other >= int(std::thread::hardware_concurrency())) return 0;
-  std::atomic<bool> stop{false};
   std::atomic<int> posted{0}, seen{0};
   std::atomic<double> posted_at{0};
   double total = 0;
   constexpr int kTimes = 200;
   const Timer clock;
-  std::thread busy([&] {
-    pin_to(cpu);
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
+  const Spinner busy(cpu);
   std::thread poller([&] {
     pin_to(cpu);
     for (int i = 1; i <= kTimes; ++i) {
@@ -340,8 +348,6 @@ double time_poll_wait() {
   });
   poller.join();
   poster.join();
-  stop = true;
-  busy.join();
   return total / kTimes;
 }
 
