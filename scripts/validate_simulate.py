@@ -221,7 +221,7 @@ def measure(model, inputs, comm_file):
         figures = json.load(f)
     print("%s: one rank's step varies by %.3f of its median over the profile's passes (the "
           "lockstep term's spread)" % (model, figures.get("step_spread", 0.0)), file=sys.stderr)
-    print("%s: handover %.3f ms (a yield's), a poller's wait on a busy core %.3f ms (recorded)"
+    print("%s: handover %.3f ms (a yield's), a poller's wait on a busy core %.3f ms (the model's)"
           % (model, 1e3 * figures.get("handover_s", 0.0), 1e3 * figures.get("poll_wait_s", 0.0)),
           file=sys.stderr)
     print("%s: one rank pinned to each core, best %s samples/s (x%.2f apart)"

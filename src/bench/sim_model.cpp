@@ -36,12 +36,20 @@ Topology copying(const Topology& t) {
 
 // What each message costs the cores while ranks contend (f): a copy in
 // shared memory is the same work however long it waits for a core (from
-// the unslowed links), while TCP's work between namespace hosts grows with
-// the contention (from the slowed ones: a 4-host ring over unshaped links
-// on 2 cores ran at 0.80 GB/s, a 2-host one at 2.3).
-Topology cores_work(const Topology& t, const Topology& slowed) {
+// the unslowed links). TCP's work between namespace hosts grows with the
+// contention (from the slowed ones) for ranks that poll between its pieces
+// (dp): cifar-resnet50's dp ring on 4 hosts at 10 Gbit/s spent 0.35 s of
+// kernel time a rank a step (session 49: 0.10 of a core in the compute
+// thread, 0.07 in the communication thread, 2.05 s steps), the unshaped
+// pace 0.10, x2.30 of it 0.23. Ranks that nap (ZeRO, comm::idle) do its
+// unshaped work only: gpt2's ZeRO-3 on 4 hosts at 10 Gbit/s spent 1.7 s a
+// rank a step against 1.9 at the unshaped pace, where x3.9 of it (the
+// slowed pace, feeding the contention that slows it) priced the step 22%
+// slow in run 41.
+Topology cores_work(const Plan& plan, const Topology& t, const Topology& slowed) {
   Topology c = copying(t);
-  if (slowed.inter_cpu) c.inter = *slowed.inter_cpu, c.inter_one_way = slowed.inter_cpu;
+  const bool polls = plan.parallel != "zero";
+  if (polls && slowed.inter_cpu) c.inter = *slowed.inter_cpu, c.inter_one_way = slowed.inter_cpu;
   return c;
 }
 
@@ -89,11 +97,7 @@ std::optional<Topology> under_load(const Plan& plan, const Topology& t) {
 
 // Between hosts of one machine whose ranks outnumber its cores (4 namespace
 // hosts on 2 vCPUs), where no loaded link applies: a collective that
-// overlaps compute gets the cores as the compute does, so it advances at
-// the idle pace slowed by the contention. gpt2's dp ring on 4 hosts at 1
-// Gbit/s (session 37's timeline): the first bucket, reduced while backward
-// ran, took 819 ms, those after it 306-490 (the idle pace: ~330), the
-// contention x2.38. (under_load never applies here.)
+// overlaps compute advances at crowded_pace. (under_load never applies here.)
 bool crowded_between_hosts(const Plan& plan, const Topology& t) {
   return polling_between_hosts(plan, t) && ranks_outnumber_cores(plan, t);
 }
@@ -206,7 +210,7 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   const auto bk = buckets(p.params(), plan.bucket_mb);
   const std::optional<Topology> loaded = under_load(plan, t);
   const bool crowded = crowded_between_hosts(plan, t);
-  double clock = 0, exposed = 0, moved = 0, wire = 0;
+  double clock = 0, exposed = 0, moved = 0;
   for (int micro = 0; micro < plan.accumulate; ++micro) {
     const bool reduce_now = reduce_every_micro || micro + 1 == plan.accumulate;
     const double start = clock + fwd;
@@ -219,14 +223,12 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
       const double ready = plan.overlap ? range_ready(off, done, b, e) : end;
       const double idle = reduce(t, g, b, e, p.params(), algo, plan.grad_bytes);
       const double begin = std::max(free, ready);
+      const double cores = (work ? *work : reduce)(cpu, g, b, e, p.params(), algo, plan.grad_bytes);
       free = loaded    ? finish(begin, end, reduce(*loaded, g, b, e, p.params(), algo, plan.grad_bytes),
                                 idle)
-             : crowded ? finish(begin, end, idle * f, idle)
+             : crowded ? finish(begin, end, crowded_pace(idle, cores, f), idle)
                        : begin + idle;
-      // Polling holds a core for the idle pace's time: the rest of a loaded
-      // collective is the thread waiting for a core.
-      wire += idle;
-      moved += (work ? *work : reduce)(cpu, g, b, e, p.params(), algo, plan.grad_bytes);
+      moved += cores;
     }
     exposed += std::max(0.0, free - end);
     clock = std::max(end, free);
@@ -239,7 +241,6 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
   r.step = r.compute + r.comm;
   // The reductions overlap backward; the gather after the step does not.
   r.copies = one_machine(t, plan) && plan.overlap ? moved : 0;
-  r.wire = wire + gather;
   return r;
 }
 
@@ -261,11 +262,13 @@ Prediction data_parallel(const Profile& p, const Plan& plan, const Topology& t, 
 // them (Profile::refill) is the rank's own CPU work, on its compute's clock.
 // Where a machine's ranks, each a compute and a communication thread, are
 // more threads than its cores, every queued transfer also waits for the
-// peer's communication thread to get a core back from its compute thread:
-// one scheduler slice (Profile::handover). mnist-large's ZeRO-3 x2 on 2
-// vCPUs (session 29's timeline): 11 gathers took the queue thread 92-94
-// ms of a 172 ms step, a copy and refill of ~3 ms each, and the compute
-// waited 32-43 ms for them; the slice measured there was ~4 ms.
+// peer's communication thread, polling as comm::idle does, to notice it
+// from beside a compute thread (Profile::transfer_wait). mnist-large's
+// ZeRO-3 x2 on 2 vCPUs (session 29's timeline): 11 gathers took the queue
+// thread 92-94 ms of a 172 ms step, a copy and refill of ~3 ms each, and
+// the compute waited 32-43 ms for them. The scheduler's slice (handover,
+// 3.94 ms on every guest) priced run 41's ZeRO-3 rows 16-24% slow; the
+// engine's own wait there read 1.85 ms (session 49).
 struct Zero3Unit {
   int64_t begin = 0, end = 0;  // parameters, as arena offsets
   double forward = 0, backward = 0;  // seconds, unslowed
@@ -351,7 +354,7 @@ Prediction zero3(const Profile& p, const Plan& plan, const Topology& t, const To
   std::vector<double> gather(n), fill(n), copy(n);
   const int64_t total = p.params();
   const double refill = p.refill_for(4.0 * double(total));  // the arena's pages
-  const double handover = threads_outnumber_cores(plan, t) ? p.handover : 0.0;
+  const double handover = threads_outnumber_cores(plan, t) ? p.transfer_wait() : 0.0;
   const double sent = zero_send_refilled(p, plan);
   // A gather from another host lands in its released pages inside the
   // kernel's receive, on the queue thread, as fast as the link brings it
@@ -741,10 +744,10 @@ std::vector<size_t> plan_cuts(const Profile& p, const Plan& plan) {
   return balance_cuts(w, plan.stages);
 }
 
-double polling_busy(double step, double compute, double wire, double copies) {
-  const double throughout = (step + std::min(copies, step)) / step;
-  const double two_threads = (compute + wire) / step;
-  return std::min(2.0, std::max(throughout, two_threads));
+double crowded_pace(double idle, double cores, double f) { return idle + (f - 1) * cores; }
+
+double polling_busy(double step, double copies) {
+  return (step + std::min(copies, step)) / step;
 }
 
 double slow_down(const Plan& plan, double together) {
@@ -865,7 +868,7 @@ Timeline predict_once(const Profile& p, const Plan& plan, const Topology& t, con
   // on another one: busy can exceed one core. Ranks that poll hold theirs
   // through the waits too.
   const auto& q = r.p;
-  const double busy = polls ? polling_busy(q.step, q.compute, q.wire, q.copies)
+  const double busy = polls ? polling_busy(q.step, q.copies)
                             : (q.compute + std::min(q.copies, q.compute)) / q.compute;
   r.busy.assign(size_t(s == "none" ? 1 : world), busy);
   return r;
@@ -919,7 +922,7 @@ Prediction predict(const Profile& prof, const Plan& given, const Topology& t) {
     slow(slowed.intra);
     for (auto* l : {&slowed.intra_one_way, &slowed.inter_cpu})
       if (*l) slow(**l);
-    tl = predict_once(p, plan, slowed, cores_work(t, slowed), f);
+    tl = predict_once(p, plan, slowed, cores_work(plan, t, slowed), f);
     if (plan.cores <= 0 && plan.contention.empty()) break;
     double worst = 0;
     const int per_machine = std::max(1, plan.hosts_per_machine);

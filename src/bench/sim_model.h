@@ -68,23 +68,34 @@ struct Prediction {
   // kernel's, for TCP between namespaces), so they count as busy time for
   // the contention estimate (dp, ZeRO).
   double copies = 0;
-  // Seconds the communication thread has collectives in flight (dp, ZeRO),
-  // hidden or not: a thread that polls while it waits holds a core so long.
-  double wire = 0;
   double rate() const { return samples / step; }
 };
 
+// The length of a dp bucket's collective between namespace hosts whose
+// ranks outnumber the machine's cores, while the ranks compute (f: their
+// contention): its `cores` seconds of the cores' work wait for a core as
+// the compute does (f times as long), the wire's share of its `idle`
+// length does not. Session 49's
+// timelines, 4 hosts on 2 vCPUs: at 1 Gbit/s, where the wire sets the
+// pace, cifar-resnet50's dp buckets beside backward took x1.0-1.5 of
+// their idle length (mean x1.2) and gpt2's 357-380 ms against 332-395
+// after backward; at 10 Gbit/s, where TCP's work does, gpt2's took
+// 197-256 ms against 77-102 after. The idle length slowed x f (session
+// 37's rule, from gpt2's first bucket at 1 Gbit/s on family 25: 819 ms
+// against ~330) priced cifar-resnet50's 1 Gbit/s rows 13-18% slow.
+double crowded_pace(double idle, double cores, double f);
+
 // Cores a rank keeps busy on average when it polls in blocking MPI calls
-// (dp on namespace hosts, --busy-wait), from its step's parts (seconds):
-// the larger of two lower bounds, at most 2 (its two threads). It holds a
-// core all step, plus the messages' work on the cores (`copies`); and its
-// compute thread and its communication thread, which spins while a
-// collective is in flight (`wire`), each hold one. The second is what
-// slows compute at 1 Gbit/s, where collectives span most of backward:
-// cifar-resnet50's dp ring on 4 namespace hosts computed 2.9x slower than
-// one rank alone (timeline: 1819 ms of compute a step, against x2.2 from
-// the first bound alone), and was under-predicted by 16-17% in runs 7-9.
-double polling_busy(double step, double compute, double wire, double copies);
+// (dp on namespace hosts, --busy-wait), from its step's parts (seconds): a
+// core all step, plus the messages' work on the cores (`copies`, at most
+// the step). Its communication thread does not hold a core of its own
+// while a collective is in flight: cifar-resnet50's dp ring on 2 namespace
+// hosts at 1 Gbit/s (session 49; collectives in flight 794 ms of a 1.13 s
+// step) kept 1.0 cores a rank busy, 0.68-0.71 for its compute thread and
+// 0.31-0.33 for its communication thread, where a thread spinning through
+// the collectives (runs 7-9's bound) would have made it 1.34 and priced
+// the step 17% slow (run 41).
+double polling_busy(double step, double copies);
 
 // ZeRO 1-2's pages written afresh each step (Profile::refill): the gradient
 // pages outside the shard, returned after each bucket's reduction; with

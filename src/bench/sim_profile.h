@@ -60,11 +60,12 @@ struct Profile {
   // Seconds, on average, that a communication thread waiting as the
   // engine's do (comm::idle: spin, yield, then naps) on a core held by a
   // busy thread takes to notice a message set from another core 0.2-8 ms
-  // into its wait. Recorded beside `handover`, not yet used by the model:
-  // session 48 found the yield's figure 3.94 ms on every guest while what
-  // ZeRO-3's transfers paid varied from about 0.7 ms to over 4 (run 41's
-  // guest: ~0-2 ms; this wait read 1.8-2.0 ms there). 0: not measured
-  // (profiles before session 48), or fewer than 2 cores.
+  // into its wait: what a ZeRO-3 transfer waits where threads outnumber
+  // cores (transfer_wait()). Session 48 found the yield's figure (handover)
+  // 3.94 ms on every guest while what ZeRO-3's transfers paid varied from
+  // about 0.7 ms to over 4 (run 41's guest: ~0-2 ms; this wait read 1.8-2.0
+  // ms there). 0: not measured (profiles before session 48), or fewer than
+  // 2 cores.
   double poll_wait = 0;
   // How much one rank's step varies from one step to the next, as a
   // fraction of its median: the interquartile range of its 32 timed passes over
@@ -80,6 +81,9 @@ struct Profile {
   // huge pages.
   double send_refilled_for(double bytes) const;
   double read_received_for(double bytes) const;
+  // What a ZeRO-3 transfer waits for the peer's communication thread where
+  // threads outnumber cores: poll_wait where measured, else handover.
+  double transfer_wait() const { return poll_wait > 0 ? poll_wait : handover; }
   std::string source = "measured";  // or the file it came from
   std::vector<LayerCost> layers;
   // A parameter two layers share (GPT-2's wte, read again by lm_head): the

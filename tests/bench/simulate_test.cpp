@@ -445,23 +445,30 @@ TEST(SimModel, BucketsReducedBesideBackwardTakeTheLoadedPace) {
 }
 
 // Ranks more than the cores between hosts of one machine, no loaded figure
-// applying: a bucket reduced beside backward advances at the idle pace
-// slowed as the compute is (x f). The last layer's bucket starts as the
-// first layer's backward begins, 2f s before backward ends, so it has moved
-// 2f/(f idle) of itself by then whatever f is, the rest (idle - 2) after;
-// at the idle pace throughout it would show idle - 2f.
-TEST(SimModel, CrowdedRanksReduceBesideBackwardAtTheContendedPace) {
+// applying: a bucket reduced beside backward takes its idle length plus
+// f - 1 times its cores' work (crowded_pace: that work waits for a core as
+// the compute does, the wire's share does not). The last layer's bucket
+// starts as the first layer's backward begins, 2f s before backward ends;
+// it has moved 2f/L of itself by then, the rest at the idle pace after.
+TEST(SimModel, CrowdedRanksReduceBesideBackwardSlowedInTheirCoresWork) {
   auto [p, plan] = two_bucket_dp();
   Topology t = one_host(1, 0, 1e7);
   t.hosts = 2;
   t.inter = {0, 1e5};
-  const double idle = allreduce_time(t, Group{0, 2, 1}, 1 << 20, Algo::kRing);
+  const Group g{0, 2, 1};
+  const double idle = allreduce_time(t, g, 1 << 20, Algo::kRing);
+  Topology on_cores = t;  // no TCP figure: a message's work is a copy's
+  on_cores.inter = t.intra;
+  const double work = allreduce_time(on_cores, g, 1 << 20, Algo::kRing);
   ASSERT_GT(idle, 2.0);
   plan.hosts_per_machine = 2;
   plan.cores = 1;
   const Prediction r = predict(p, plan, t);
-  ASSERT_GT(r.contention, 1.2);
-  EXPECT_NEAR(r.comm, (idle - 2) + idle, 1e-6);
+  const double f = r.contention;
+  ASSERT_GT(f, 1.2);
+  const double crowded = idle + (f - 1) * work;
+  EXPECT_DOUBLE_EQ(crowded_pace(idle, work, f), crowded);
+  EXPECT_NEAR(r.comm, (1 - 2 * f / crowded) * idle + idle, 1e-6);
   // A core each: nothing crowds the links beside backward.
   plan.cores = 2;
   const Prediction own = predict(p, plan, t);
@@ -486,14 +493,12 @@ TEST(SimModel, RanksSharingCoresSlowEachOther) {
   EXPECT_NEAR(predict(uniform(3), plan, one_host(4, 0, 1e30)).step, 3.0 * 9.0, 1e-2);
 }
 
-// A rank that polls holds a core all step plus the messages' work, or its
-// compute plus the time its communication thread spins on collectives in
-// flight, whichever is more; at most its two threads.
-TEST(SimModel, PollingRankHoldsTheLargerOfItsTwoBounds) {
-  EXPECT_DOUBLE_EQ(polling_busy(1.0, 0.6, 0.3, 0.1), 1.1);  // all step + copies
-  EXPECT_DOUBLE_EQ(polling_busy(1.0, 0.8, 0.9, 0.1), 1.7);  // compute + wire
-  EXPECT_DOUBLE_EQ(polling_busy(1.0, 1.0, 1.5, 0.1), 2.0);  // two threads at most
-  EXPECT_DOUBLE_EQ(polling_busy(2.0, 1.0, 1.0, 4.0), 2.0);  // copies capped at the step
+// A rank that polls holds a core all step plus the messages' work on the
+// cores, that work counted up to the step.
+TEST(SimModel, PollingRankHoldsACoreAllStepPlusItsCopies) {
+  EXPECT_DOUBLE_EQ(polling_busy(1.0, 0.1), 1.1);
+  EXPECT_DOUBLE_EQ(polling_busy(1.0, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(polling_busy(2.0, 4.0), 2.0);  // copies capped at the step
 }
 
 // k single-thread ranks' work on C cores takes at least k/C of one alone: a
@@ -512,6 +517,17 @@ TEST(SimModel, ContentionCurveIsFlooredAtRanksPerCore) {
   EXPECT_DOUBLE_EQ(slow_down(plan, 4), 2.5);
 }
 
+// Three layers of 1 MiB of parameters, a 1 MiB bucket each, no optimizer.
+std::pair<Profile, Plan> three_buckets(const std::string& parallel) {
+  Profile p = uniform(3, (1 << 20) / 4);
+  p.optimizer = 0;
+  Plan plan;
+  plan.parallel = parallel;
+  plan.batch = 8;
+  plan.bucket_mb = 1;
+  return {p, plan};
+}
+
 TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   // dp on one host, 2 ranks on 2 cores, three 1 MiB buckets of c/3 s each,
   // overlapped with backward (2 s a layer): only the first layer's bucket
@@ -520,12 +536,7 @@ TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   // (the same work however the contention stretches it): 2 (1 + c/(9 f))
   // cores busy on 2 cores, so f = 1 + c/(9 f), f = (1 + sqrt(1 + 4c/9)) / 2,
   // and step = (9 + c/3) f (the exposed bucket's copy slowed alike).
-  Profile p = uniform(3, (1 << 20) / 4);
-  p.optimizer = 0;
-  Plan plan;
-  plan.parallel = "dp";
-  plan.batch = 8;
-  plan.bucket_mb = 1;
+  auto [p, plan] = three_buckets("dp");
   plan.cores = 2;
   const Topology t = one_host(2, 0, 1e6);
   const double c = 3 * allreduce_time(t, Group{0, 2, 1}, 1 << 20, Algo::kRing);
@@ -559,6 +570,24 @@ TEST(SimModel, CopiesInsideAHostAreBusyTime) {
   const Prediction crowded = predict(p, plan, two);
   EXPECT_GT(crowded.contention, 1.5);
   EXPECT_NEAR(crowded.copies, crowded.contention * tcp, 1e-9 * crowded.copies);
+}
+
+TEST(SimModel, NappingRanksPayTcpsUnshapedWork) {
+  // ZeRO's ranks nap while they wait (comm::idle): their messages between
+  // namespace hosts cost the cores TCP's measured work however the ranks
+  // contend, where dp's polling ranks pay it slowed (above).
+  auto [p, plan] = three_buckets("zero");
+  plan.zero_stage = 1;
+  plan.hosts_per_machine = 2;
+  Topology two = one_host(1, 0, 1e6);
+  two.hosts = 2;
+  two.inter_cpu = Link{0, 1e5};
+  const double alone = predict(p, plan, two).copies;
+  ASSERT_GT(alone, 0.0);
+  plan.contention = {{2.0, 3.0}};
+  const Prediction crowded = predict(p, plan, two);
+  EXPECT_GT(crowded.contention, 1.5);
+  EXPECT_NEAR(crowded.copies, alone, 1e-12);
 }
 
 // The step's compute and length grown by a refill of 1e-9 s/B (`small`
@@ -784,7 +813,8 @@ TEST(SimModel, ZeroThreeTransfersWaitAHandoverWhereThreadsOutnumberCores) {
   // Gathers: both units forward, the first again backward (the last stays);
   // reduce-scatters: one per layer (4 MiB, past the 1 MiB bucket). On 2
   // cores, 2 ranks' compute and communication threads are 4: each of the 5
-  // transfers waits one handover. On 4 cores, or cores unknown, none does.
+  // transfers waits for the peer's thread to notice it (transfer_wait). On
+  // 4 cores, or cores unknown, none does.
   auto [plan, t] = zero3_on_two();
   Profile p = uniform(2, 1 << 20);
   p.optimizer = 0;
@@ -793,6 +823,9 @@ TEST(SimModel, ZeroThreeTransfersWaitAHandoverWhereThreadsOutnumberCores) {
   const double without = predict(p, plan, t).step;
   p.handover = 0.004;
   EXPECT_NEAR(predict(p, plan, t).step - without, 5 * 0.004, 1e-12);
+  // Where the profile measured the engine's own wait (poll_wait), that one.
+  p.poll_wait = 0.0015;
+  EXPECT_NEAR(predict(p, plan, t).step - without, 5 * 0.0015, 1e-12);
   plan.cores = 4;
   EXPECT_NEAR(predict(p, plan, t).step, without, 1e-12);
   plan.cores = 0;
