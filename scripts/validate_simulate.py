@@ -361,8 +361,7 @@ def cluster_measure(inputs, measured):
             try:
                 comm_file = os.path.join(inputs, "comm-%s-%dhosts.jsonl" % (link, hosts))
                 cluster_comm(name, hosts, comm_file)
-                if hosts <= CORES:
-                    loaded_comm(name, hosts, loaded_file(comm_file))
+                loaded_comm(name, hosts, loaded_file(comm_file))
                 for model in measured:
                     runs += cluster_model(model, name, link, hosts, comm_file)
             finally:
@@ -412,17 +411,20 @@ def loaded_file(comm_file):
 
 
 def loaded_comm(name, hosts, path):
-    """COMM_REPS `bench comm` runs across the cluster `name` while CORES
-    single-thread `bench step` runs compute on the host, into path
-    (--calibrate-loaded: each size's median): a collective that overlaps
-    compute waits for the scheduler at every message. Up to 32 MiB, past
-    a bucket (25 MiB): loaded, 256 MiB at 1 Gbit/s would take minutes."""
+    """COMM_REPS `bench comm` runs across the cluster `name` while a
+    single-thread `bench step` computes beside each of its `hosts` ranks (as
+    training's compute threads do), into path (--calibrate-loaded: each
+    size's median): a collective that overlaps compute waits for the
+    scheduler at every message. With more ranks than cores too (session 49,
+    4 hosts on 2 vCPUs: 16 MiB x1.18 its idle length at 1 Gbit/s, x2.6 at
+    10, as training's buckets beside backward there). Up to 32 MiB, past a
+    bucket (25 MiB): loaded, 256 MiB at 1 Gbit/s would take minutes."""
     load = [BIN, "bench", "step", "--model", "cifar-resnet50", "--batch", "8", "--threads", "1",
             "--steps", "100000", "--warmup", "0", "--parallel", "none"]
     with open(path, "w") as f:
         for _ in range(COMM_REPS):
             ps = [subprocess.Popen(load, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                  for _ in range(CORES)]
+                  for _ in range(hosts)]
             try:
                 time.sleep(3)  # past the model's set-up
                 f.write(comm_run(name, hosts, 32 << 20))

@@ -75,18 +75,18 @@ bool polling_between_hosts(const Plan& plan, const Topology& t) {
 }
 
 // The links as they are while the ranks compute beside a collective
-// (Topology::inter_loaded), where that was measured and applies: between
-// hosts, each rank with a core of its own (ranks no more than the cores,
-// as in the calibration), for collectives that wait in MPI's blocking
-// calls as `bench comm`'s do (dp). With more ranks than cores the ranks'
-// time-slicing sets the waits, priced by the contention and polling rules
-// instead; ZeRO's waits nap (comm::wait_yielding) and run at their own
+// (Topology::inter_loaded, measured with one computation beside each
+// rank), where that was measured and applies: between hosts, for
+// collectives that wait in MPI's blocking calls as `bench comm`'s do (dp).
+// With more ranks than cores too (session 49, 4 namespace hosts on 2
+// vCPUs, 16 MiB ring with 4 computations beside: x1.18 its idle length at
+// 1 Gbit/s, x2.6 at 10; training's buckets beside backward there: x1.2 and
+// x2.5-3). ZeRO's waits nap (comm::wait_yielding) and run at their own
 // pace: on 2 namespace hosts at 10 Gbit/s (run 19) cifar-resnet50's ZeRO-1,
 // the same bytes as dp's ring in reduce-scatters and gathers, took 892 ms
 // a step where dp's ring took 989 (one rank alone: 769).
 std::optional<Topology> under_load(const Plan& plan, const Topology& t) {
-  if (!t.inter_loaded || !polling_between_hosts(plan, t) || ranks_outnumber_cores(plan, t))
-    return std::nullopt;
+  if (!t.inter_loaded || !polling_between_hosts(plan, t)) return std::nullopt;
   Topology l = t;
   l.inter = t.inter_loaded->ring;
   l.inter_one_way = t.inter_loaded->one_way;
@@ -96,10 +96,10 @@ std::optional<Topology> under_load(const Plan& plan, const Topology& t) {
 }
 
 // Between hosts of one machine whose ranks outnumber its cores (4 namespace
-// hosts on 2 vCPUs), where no loaded link applies: a collective that
-// overlaps compute advances at crowded_pace. (under_load never applies here.)
+// hosts on 2 vCPUs), where no loaded link was measured: a collective that
+// overlaps compute advances at crowded_pace.
 bool crowded_between_hosts(const Plan& plan, const Topology& t) {
-  return polling_between_hosts(plan, t) && ranks_outnumber_cores(plan, t);
+  return !t.inter_loaded && polling_between_hosts(plan, t) && ranks_outnumber_cores(plan, t);
 }
 
 // A compute and a communication thread per rank are more threads than the

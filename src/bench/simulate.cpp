@@ -55,8 +55,8 @@ void add_simulate_options(CLI::App& app, SimulateConfig& c) {
   app.add_option("--calibrate-inter", c.calibrate_inter, "a `cohort bench comm` output run between hosts: fit --link (ring, one-way and tree columns)");
   app.add_option("--calibrate-loaded", c.calibrate_loaded,
                  "a `cohort bench comm` output between hosts while a single-thread computation "
-                 "ran on every core: the links' pace for dp's bucket all-reduces while backward "
-                 "runs, where ranks are no more than --cores (several runs: each size's median)");
+                 "ran beside each rank: the links' pace for dp's bucket all-reduces while backward "
+                 "runs (several runs: each size's median)");
   app.add_option("--cores", c.plan.cores,
                  "compute units a host's ranks share (0: one per rank; this machine: about 1)");
   app.add_option("--contention", c.contention,

@@ -413,8 +413,8 @@ TEST(SimModel, Bf16GradientsNeedAGradientSum) {
   EXPECT_NO_THROW(check_plan(plan, 4));
 }
 
-// Between hosts, where the links were measured with every core computing
-// (inter_loaded), a bucket reduced during backward advances at that pace
+// Between hosts, where the links were measured with a computation beside
+// each rank (inter_loaded), a bucket reduced during backward advances at that pace
 // until backward ends and at the idle pace after it. Two layers of 1 MiB,
 // one bucket each: the last layer's starts 2 s before backward ends, takes
 // L s loaded (L > 2): 2/L of it done by then, the rest at the idle pace,
@@ -435,13 +435,15 @@ TEST(SimModel, BucketsReducedBesideBackwardTakeTheLoadedPace) {
   t.inter_loaded->ring = {0, 1e6 * 0.6};
   EXPECT_NEAR(predict(p, plan, t).comm, idle, 1e-9);
   // Ranks more than the cores (2 namespace hosts' ranks on one core): the
-  // loaded figure does not apply, the contention rules price the waits.
-  t.inter_loaded->ring = {0, 1e6 / 3};
+  // loaded figure, measured so, still sets the pace (not crowded_pace).
+  t.inter_loaded->ring = {0, 1e6 / 10};
   plan.hosts_per_machine = 2;
   plan.cores = 1;
-  const double shared = predict(p, plan, t).step;
-  t.inter_loaded.reset();
-  EXPECT_DOUBLE_EQ(predict(p, plan, t).step, shared);
+  const Prediction shared = predict(p, plan, t);
+  const double f = shared.contention;
+  ASSERT_GT(f, 1.2);
+  ASSERT_LT(2 * f, 10 * idle);
+  EXPECT_NEAR(shared.comm, (1 - 2 * f / (10 * idle)) * idle + idle, 1e-6);
 }
 
 // Ranks more than the cores between hosts of one machine, no loaded figure
