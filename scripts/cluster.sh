@@ -59,11 +59,16 @@ why_not() {
   done
   # Hosts get the cluster's names by a bind mount over /etc/hosts, which must exist.
   [ -e /etc/hosts ] || { echo "needs /etc/hosts (the hosts' names are bound over it)"; return; }
-  local probe="cohort-probe-$$"
+  local probe="cohort-probe-$$" mounted=0
+  # `ip netns add` makes /run/netns a mount point on first use; a probe that
+  # finds namespaces unusable takes that mount back, or it is left behind
+  # (a fresh root's clean-up then cannot remove /run/netns).
+  mountpoint -q /run/netns 2>/dev/null && mounted=1
   if ! ip netns add "$probe" 2>/dev/null; then echo "ip netns add failed"; return; fi
   # ip netns exec remounts / as a slave, which fails where / is no mount point (a chroot).
   if ! ip netns exec "$probe" true 2>/dev/null; then
     ip netns del "$probe" 2>/dev/null || true
+    [ "$mounted" = 1 ] || umount /run/netns 2>/dev/null || true
     echo "ip netns exec failed (/ is not a mount point here: a chroot?)"; return
   fi
   ip netns del "$probe" 2>/dev/null || true
