@@ -32,6 +32,7 @@ Writes OUT/validation.md, OUT/validation.json and OUT/predicted_vs_measured.png.
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -592,6 +593,9 @@ def rate(pred):
 
 def predict_all(out_dir, inputs, measured):
     comm_file = os.path.join(inputs, "comm.jsonl")
+    # inputs/drifted holds this prediction's drifted profiles only (each is
+    # derived again below); files of an earlier run's drifts would lie there.
+    shutil.rmtree(os.path.join(inputs, "drifted"), ignore_errors=True)
     rows = []
     for model, m in measured.items():
         mflags, batch, _ = MODELS[model]
