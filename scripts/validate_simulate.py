@@ -9,7 +9,8 @@ alone, CONT_REPS (5) rounds, the median over the rounds of each round's
 alone over the k's mean: --contention; those alone runs and the host
 rounds' drift readings count toward the single row's best) and the
 shared-memory link (`bench comm`: --calibrate); scale the profile
-so that one rank's prediction is its measured step (the anchor); then run
+so that one rank's prediction is its reference step (the anchor: its
+expected best of as many runs as each row keeps, single_reference); then run
 each configuration `cohort bench step` (ps: `cohort train`, second epoch)
 REPS times, alternating configurations, keep the best rate, predict the
 same configuration from the saved profile and tabulate predicted vs
@@ -25,7 +26,8 @@ inter-host link fitted from COMM_REPS (3) `bench comm` runs on that cluster
 machine's drift (one rank alone on the host, read just before and after
 each model's runs on each cluster, the best of them; the median of those
 over the clusters, against one rank's best in the host's part). CLUSTER_ONLY=1 measures only the cluster, with the
-profiles already in OUT/inputs; REPREDICT=1 measures nothing.
+profiles already in OUT/inputs; REPREDICT=1 measures nothing (REANCHOR=1 with it: anchored again at
+single_reference, for runs measured before session 51).
 
 Writes OUT/validation.md, OUT/validation.json and OUT/predicted_vs_measured.png.
 """
@@ -210,9 +212,10 @@ def measure(model, inputs, comm_file):
     # samples/s against 2.39 in the contention rounds). Until session 44
     # the drift readings were left out; re-predicted over runs 27-37 with
     # them, 166 host rows of 216 against 159 (SCALING, session 44).
-    fastest = max(runs["single"])
-    if fastest > best.get("single", 0.0):
-        best["single"] = local["single"] = fastest
+    # What the rows' best of reps(model) runs compares with: one rank
+    # alone's expected best of as many runs (single_reference).
+    best["single"] = single_reference(runs["single"], reps(model))
+    local["single"] = max(runs["single"])
     # Anchor: scale the layer times so that one rank's predicted step is its
     # measured one (the profile's best-of-32 per layer misses the step's own
     # overheads and the load other processes put here).
@@ -235,6 +238,50 @@ def measure(model, inputs, comm_file):
             "best": best,
             "local": local, "per_core": per_core, "pair_median": curve, "lockstep": lockstep,
             "runs": runs}
+
+
+# One rank alone's runs share the multi-rank rows' noise where they lie at
+# most this far apart: over runs 38-43 (four kinds of guest) x1.11-1.60,
+# the rows' own x1.06-1.43; on family 26's runs 27-37 cifar-resnet50's and
+# gpt2's one rank alone had slow stretches that the rows, every core busy,
+# did not (x2.35-4.59 apart, the rows x1.2-2.1). Any bound from x1.65 to
+# x2.3 splits those runs the same way.
+SHARED_NOISE = 2.0
+
+
+def expected_best(rates, n):
+    """The expected best of n runs drawn from rates' empirical distribution."""
+    xs, k = sorted(rates), len(rates)
+    return sum(x * ((i / k) ** n - ((i - 1) / k) ** n) for i, x in enumerate(xs, 1))
+
+
+def single_reference(rates, n):
+    """One rank alone's rate that a row's best of n runs compares with (the
+    anchor): its expected best of n where its runs share the rows' noise
+    (SHARED_NOISE), its best where they do not. Until session 51 it was
+    always the best of all 25-35 runs, against the rows' best of 2-3: every
+    multi-rank host row of runs 38 and 42 came out under (median -12.8% and
+    -7.9%). Re-predicted (REANCHOR=1) over runs 27-43: host rows 303 of 360
+    against 291 at the best of all runs; run 29 one row lower, runs 38 and 42
+    six and three higher (SCALING, session 51)."""
+    if spread(rates) is None or spread(rates) > SHARED_NOISE:
+        return max(rates)
+    return expected_best(rates, n)
+
+
+def reanchor(inputs, measured):
+    """REANCHOR=1 (with REPREDICT, on a copy: it rewrites OUT/inputs): a run
+    measured before session 51 anchored again at single_reference."""
+    for model, m in measured.items():
+        ref = single_reference(m["runs"]["single"], reps(model))
+        factor = m["best"]["single"] / ref
+        prof = profile_file(inputs, model)
+        scale_profile(prof, prof, factor)
+        m["best"]["single"], m["anchor"] = ref, m["anchor"] * factor
+        print("%s: anchored again at %.2f samples/s (profile x%.3f)" % (model, ref, factor),
+              file=sys.stderr)
+    with open(os.path.join(inputs, "measured.json"), "w") as f:
+        json.dump(measured, f, indent=1)
 
 
 def spread(rates):
@@ -631,6 +678,8 @@ def main(out_dir):
             measured = json.load(f)
         if os.environ.get("CLUSTER_ONLY"):
             cluster_measure(inputs, measured)
+        elif os.environ.get("REANCHOR"):
+            reanchor(inputs, measured)
         return predict_all(out_dir, inputs, measured)
     comm_file = os.path.join(inputs, "comm.jsonl")
     host_comm(comm_file)
