@@ -25,7 +25,7 @@ inter-host link fitted from COMM_REPS (3) `bench comm` runs on that cluster
 (--calibrate-inter: each size's median) and the profile scaled by the
 machine's drift (one rank alone on the host, read just before and after
 each model's runs on each cluster, the best of them; the median of those
-over the clusters, against one rank's best in the host's part). CLUSTER_ONLY=1 measures only the cluster, with the
+over the clusters, against one rank's reference in the host's part). CLUSTER_ONLY=1 measures only the cluster, with the
 profiles already in OUT/inputs; REPREDICT=1 measures nothing (REANCHOR=1 with it: anchored again at
 single_reference, for runs measured before session 51).
 
@@ -217,7 +217,7 @@ def measure(model, inputs, comm_file):
     best["single"] = single_reference(runs["single"], reps(model))
     local["single"] = max(runs["single"])
     # Anchor: scale the layer times so that one rank's predicted step is its
-    # measured one (the profile's best-of-32 per layer misses the step's own
+    # reference one, the single row's figure (the profile's best-of-32 per layer misses the step's own
     # overheads and the load other processes put here).
     anchor = anchor_profile(model, mflags, prof, batch, curve, comm_file, best["single"])
     print("%s: profile x%.2f to match one rank's measured step" % (model, anchor), file=sys.stderr)
@@ -264,7 +264,8 @@ def single_reference(rates, n):
     -7.9%). Re-predicted (REANCHOR=1) over runs 27-43: host rows 303 of 360
     against 291 at the best of all runs; run 29 one row lower, runs 38 and 42
     six and three higher (SCALING, session 51)."""
-    if spread(rates) is None or spread(rates) > SHARED_NOISE:
+    apart = spread(rates)
+    if apart is None or apart > SHARED_NOISE:
         return max(rates)
     return expected_best(rates, n)
 
@@ -566,7 +567,8 @@ def cluster_predict(runs, measured, inputs):
 
 def cluster_drift(runs, model, m):
     """How much slower the machine ran over the cluster's part than in the
-    host's runs of `model` (m): one rank alone's best there over the median,
+    host's runs of `model` (m): one rank alone's reference there
+    (single_reference) over the median,
     across the clusters, of the reading beside each cluster's rows (runs
     1-8 took none: 1). One number for all of a model's cluster rows: on run
     33's kind of guest a row's runs varied by 6-12% (their coefficient of
